@@ -1,0 +1,170 @@
+#!/usr/bin/env bash
+# Build the binaries of the end-to-end test control plane (kube-apiserver,
+# etcd, kwok) from Go modules into a cache directory outside the repository:
+#
+#     ${KOORDPY_CACHE_DIR:-$HOME/.cache/koordpy}/bin
+#
+# Idempotent: a binary is rebuilt only when it is missing or when its stamp
+# file (bin/.<name>.stamp) does not match the wanted version (the version plus
+# a hash of the pinning go.mod/go.sum), so bumping a version rebuilds it.
+#
+# Usage: hack/controlplane/build.sh [--force] [--check]
+#   --force   rebuild everything
+#   --check   build nothing; exit 0 if everything is up to date, 1 otherwise
+#
+# Environment:
+#   KOORDPY_CACHE_DIR     cache root (default: $HOME/.cache/koordpy)
+#   KOORDPY_BUILD_JOBS    go build -p value (default: 2)
+#
+# Needs Go >= 1.24 and access to a Go module proxy. GOMODCACHE and GOCACHE
+# keep their default locations (outside the repository).
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+CACHE_DIR="${KOORDPY_CACHE_DIR:-$HOME/.cache/koordpy}"
+BIN_DIR="$CACHE_DIR/bin"
+JOBS="${KOORDPY_BUILD_JOBS:-2}"
+
+# Kubernetes components to build from ./kube (each must be imported by
+# kube/tools.go). Add kube-scheduler here to build it as well.
+K8S_COMPONENTS=(kube-apiserver)
+
+KWOK_VERSION="v0.7.0"
+
+FORCE=0
+CHECK=0
+for arg in "$@"; do
+    case "$arg" in
+        --force) FORCE=1 ;;
+        --check) CHECK=1 ;;
+        -h|--help) sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "build.sh: unknown argument: $arg" >&2; exit 2 ;;
+    esac
+done
+
+log() { printf '[controlplane-build] %s\n' "$*"; }
+die() { printf '[controlplane-build] ERROR: %s\n' "$*" >&2; exit 1; }
+
+# Version of a module required by one of the local go.mod files.
+required_version() { # <go.mod> <module path>
+    awk -v m="$2" '($1 == m || ($1 == "require" && $2 == m)) {print $NF; exit}' "$1"
+}
+
+K8S_VERSION="$(required_version "$HERE/kube/go.mod" k8s.io/kubernetes)"
+ETCD_VERSION="$(required_version "$HERE/etcd/go.mod" go.etcd.io/etcd/server/v3)"
+[[ "$K8S_VERSION" =~ ^v1\.([0-9]+)\.[0-9]+$ ]] || die "cannot read k8s.io/kubernetes version from kube/go.mod"
+K8S_MINOR="${BASH_REMATCH[1]}"
+[[ -n "$ETCD_VERSION" ]] || die "cannot read go.etcd.io/etcd/server/v3 version from etcd/go.mod"
+
+hash_files() { cat "$@" 2>/dev/null | sha256sum | cut -c1-16; }
+KUBE_STAMP="k8s.io/kubernetes $K8S_VERSION $(hash_files "$HERE/kube/go.mod" "$HERE/kube/go.sum")"
+ETCD_STAMP="go.etcd.io/etcd/server/v3 $ETCD_VERSION $(hash_files "$HERE/etcd/go.mod" "$HERE/etcd/go.sum")"
+KWOK_STAMP="sigs.k8s.io/kwok $KWOK_VERSION"
+
+stamp_file() { echo "$BIN_DIR/.$1.stamp"; }
+
+up_to_date() { # <binary name> <wanted stamp>
+    [[ $FORCE -eq 0 && -x "$BIN_DIR/$1" && -f "$(stamp_file "$1")" ]] &&
+        [[ "$(cat "$(stamp_file "$1")")" == "$2" ]]
+}
+
+# --check: report and exit without touching anything.
+if [[ $CHECK -eq 1 ]]; then
+    missing=0
+    for c in "${K8S_COMPONENTS[@]}"; do up_to_date "$c" "$KUBE_STAMP" || { log "out of date: $c"; missing=1; }; done
+    up_to_date etcd "$ETCD_STAMP" || { log "out of date: etcd"; missing=1; }
+    up_to_date kwok "$KWOK_STAMP" || { log "out of date: kwok"; missing=1; }
+    [[ $missing -eq 0 ]] && log "all binaries up to date in $BIN_DIR"
+    exit $missing
+fi
+
+command -v go >/dev/null 2>&1 || die "no 'go' on PATH; Go >= 1.24 is needed to build the control plane"
+export GOTOOLCHAIN=local CGO_ENABLED=0
+GO_VERSION="$(go env GOVERSION)"
+[[ "$GO_VERSION" =~ ^go1\.([0-9]+) ]] || die "cannot parse Go version: $GO_VERSION"
+(( BASH_REMATCH[1] >= 24 )) || die "Go >= 1.24 is needed, found $GO_VERSION"
+
+mkdir -p "$BIN_DIR"
+
+# Serialise concurrent runs (e.g. several test sessions starting at once).
+if command -v flock >/dev/null 2>&1; then
+    exec 9>"$CACHE_DIR/.build.lock"
+    flock 9
+fi
+
+STAGE="$(mktemp -d "$BIN_DIR/.build.XXXXXX")"
+trap 'rm -rf "$STAGE"' EXIT
+
+# Move a freshly built binary from the staging dir into place, then stamp it.
+install_bin() { # <name> <stamp>
+    [[ -x "$STAGE/$1" ]] || die "build produced no $1 binary"
+    mv -f "$STAGE/$1" "$BIN_DIR/$1"
+    printf '%s\n' "$2" > "$(stamp_file "$1")"
+}
+
+run_step() { # <description> <command...>
+    local desc="$1"; shift
+    local start=$SECONDS
+    log "$desc ..."
+    if ! "$@"; then
+        die "$desc failed after $((SECONDS - start))s"
+    fi
+    log "$desc: done in $((SECONDS - start))s"
+}
+
+log "Go: $GO_VERSION; cache: $BIN_DIR; -p $JOBS"
+TOTAL_START=$SECONDS
+built=0
+
+# --- Kubernetes (kube-apiserver, and optionally more) -----------------------
+kube_todo=()
+for c in "${K8S_COMPONENTS[@]}"; do
+    if up_to_date "$c" "$KUBE_STAMP"; then
+        log "$c $K8S_VERSION: up to date"
+    else
+        kube_todo+=("$c")
+    fi
+done
+if (( ${#kube_todo[@]} > 0 )); then
+    build_date="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    ldflags="-s -w"
+    for kv in "gitVersion=$K8S_VERSION" gitMajor=1 "gitMinor=$K8S_MINOR" gitTreeState=clean "buildDate=$build_date"; do
+        ldflags+=" -X k8s.io/component-base/version.$kv -X k8s.io/client-go/pkg/version.$kv"
+    done
+    pkgs=()
+    for c in "${kube_todo[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
+    run_step "building ${kube_todo[*]} $K8S_VERSION" \
+        env -C "$HERE/kube" GOFLAGS=-mod=mod \
+        go build -p "$JOBS" -trimpath -buildvcs=false -ldflags "$ldflags" -o "$STAGE/" "${pkgs[@]}"
+    for c in "${kube_todo[@]}"; do install_bin "$c" "$KUBE_STAMP"; done
+    built=1
+fi
+
+# --- etcd --------------------------------------------------------------------
+if up_to_date etcd "$ETCD_STAMP"; then
+    log "etcd $ETCD_VERSION: up to date"
+else
+    run_step "building etcd $ETCD_VERSION" \
+        env -C "$HERE/etcd" GOFLAGS=-mod=mod \
+        go build -p "$JOBS" -trimpath -buildvcs=false -ldflags "-s -w" -o "$STAGE/etcd" go.etcd.io/etcd/server/v3
+    install_bin etcd "$ETCD_STAMP"
+    built=1
+fi
+
+# --- KWOK ----------------------------------------------------------------------
+if up_to_date kwok "$KWOK_STAMP"; then
+    log "kwok $KWOK_VERSION: up to date"
+else
+    # `go install pkg@version` ignores any local go.mod; -mod must not be set.
+    run_step "building kwok $KWOK_VERSION" \
+        env -C "$STAGE" GOFLAGS= GOBIN="$STAGE" \
+        go install -p "$JOBS" -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+    install_bin kwok "$KWOK_STAMP"
+    built=1
+fi
+
+if [[ $built -eq 1 ]]; then
+    log "all done in $((SECONDS - TOTAL_START))s; binaries in $BIN_DIR"
+else
+    log "nothing to do; binaries in $BIN_DIR"
+fi

@@ -1,0 +1,127 @@
+"""The cluster cache: what the scheduler believes is placed where.
+
+Informer events (or the simulator) add, update and remove nodes and pods. The scheduler *assumes*
+a pod on a node as soon as it decides, so the next cycle sees the node as used while the binding
+runs in the background; the informer's later add of the bound pod *confirms* it, and a failed
+binding *forgets* it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from koordpy.api.namespace import Namespace
+from koordpy.api.node import Node
+from koordpy.api.pod import Pod
+from koordpy.cache.snapshot import Snapshot
+
+
+@dataclass(slots=True)
+class PodState:
+    pod: Pod
+    node_name: str
+    assumed: bool
+    binding_finished: bool = False
+
+
+class CacheError(RuntimeError):
+    pass
+
+
+class Cache:
+    def __init__(self) -> None:
+        self.snapshot = Snapshot()
+        self.pods: dict[str, PodState] = {}
+        # pods whose node the cache has not seen yet (informers deliver in any order)
+        self._orphans: dict[str, dict[str, Pod]] = {}
+
+    # ----------------------------------------------------------------------------- nodes
+    def add_node(self, node: Node) -> None:
+        self.snapshot.add_node(node)
+        row = self.snapshot.row_of[node.name]
+        for pod in self._orphans.pop(node.name, {}).values():
+            self.snapshot.add_pod(pod, row)
+
+    def update_node(self, node: Node) -> None:
+        self.snapshot.update_node(node)
+
+    def remove_node(self, name: str) -> None:
+        pods = self.snapshot.remove_node(name)
+        if pods:
+            # keep them accounted for in case the node comes back (a relabel via delete+create)
+            self._orphans[name] = {p.key: p for p in pods}
+
+    def node(self, name: str) -> Node | None:
+        row = self.snapshot.row_of.get(name)
+        return None if row is None else self.snapshot.info(row).node
+
+    def set_namespace(self, ns: Namespace) -> None:
+        self.snapshot.set_namespace(ns)
+
+    # ----------------------------------------------------------------------------- pods
+    def _place(self, pod: Pod, node_name: str) -> None:
+        row = self.snapshot.row_of.get(node_name)
+        if row is None:
+            self._orphans.setdefault(node_name, {})[pod.key] = pod
+        else:
+            self.snapshot.add_pod(pod, row)
+
+    def _unplace(self, pod: Pod, node_name: str) -> None:
+        row = self.snapshot.row_of.get(node_name)
+        if row is None:
+            self._orphans.get(node_name, {}).pop(pod.key, None)
+        else:
+            self.snapshot.remove_pod(pod, row)
+
+    def assume_pod(self, pod: Pod, node_name: str) -> None:
+        state = self.pods.get(pod.key)
+        if state is not None:
+            raise CacheError(f"pod {pod.key} is already in the cache on {state.node_name}")
+        self.pods[pod.key] = PodState(pod, node_name, assumed=True)
+        self._place(pod, node_name)
+
+    def finish_binding(self, pod: Pod) -> None:
+        state = self.pods.get(pod.key)
+        if state is not None and state.assumed:
+            state.binding_finished = True
+
+    def forget_pod(self, pod: Pod) -> None:
+        state = self.pods.get(pod.key)
+        if state is None or not state.assumed:
+            return
+        del self.pods[pod.key]
+        self._unplace(state.pod, state.node_name)
+
+    def is_assumed(self, key: str) -> bool:
+        state = self.pods.get(key)
+        return state is not None and state.assumed
+
+    def add_pod(self, pod: Pod) -> None:
+        """A pod with `spec.nodeName` observed: confirms an assumed pod, or adds a new one."""
+        if not pod.node_name:
+            return
+        state = self.pods.get(pod.key)
+        if state is not None:
+            # confirmation of an assumption (possibly on another node if someone else bound it)
+            self._unplace(state.pod, state.node_name)
+        self.pods[pod.key] = PodState(pod, pod.node_name, assumed=False, binding_finished=True)
+        self._place(pod, pod.node_name)
+
+    def update_pod(self, pod: Pod) -> None:
+        state = self.pods.get(pod.key)
+        if state is None:
+            self.add_pod(pod)
+            return
+        if not pod.node_name:
+            return
+        self._unplace(state.pod, state.node_name)
+        self.pods[pod.key] = PodState(pod, pod.node_name, assumed=False, binding_finished=True)
+        self._place(pod, pod.node_name)
+
+    def remove_pod(self, pod: Pod) -> None:
+        state = self.pods.pop(pod.key, None)
+        if state is not None:
+            self._unplace(state.pod, state.node_name)
+
+    def pod_state(self, key: str) -> PodState | None:
+        return self.pods.get(key)

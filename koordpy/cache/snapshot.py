@@ -1,0 +1,410 @@
+"""Node state as arrays: the data every filter and score works on.
+
+Rows are node slots. A removed node's row is marked dead and reused by the next added node, so a
+row index stays valid for a node's whole life. Every array is sized to `capacity` rows; only rows
+where `live` is true hold a node. Scheduling cycles are synchronous, so a cycle reads these
+arrays directly: nothing can change them underneath it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from koordpy.api.affinity import AffinityTerm
+from koordpy.api.labels import LabelSelector
+from koordpy.api.namespace import Namespace
+from koordpy.api.node import Node
+from koordpy.api.pod import HostPort, Pod
+from koordpy.api.resources import CPU, MEMORY, PODS
+
+_INITIAL_CAPACITY = 64
+
+
+@dataclass(slots=True)
+class NodeInfo:
+    row: int
+    node: Node
+    pods: dict[str, Pod] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+
+@dataclass(frozen=True, slots=True)
+class PodMatcher:
+    """Which pods a selector counts: a label selector within a namespace scope."""
+
+    selector: LabelSelector
+    namespaces: frozenset[str]
+    namespace_selector: LabelSelector | None = None
+
+    def matches(self, pod: Pod, ns_labels: Mapping[str, str]) -> bool:
+        if pod.namespace not in self.namespaces and (
+            self.namespace_selector is None or not self.namespace_selector.matches(ns_labels)
+        ):
+            return False
+        return self.selector.matches(pod.labels)
+
+    @staticmethod
+    def of_term(term: AffinityTerm) -> PodMatcher | None:
+        if term.selector is None:
+            return None
+        return PodMatcher(term.selector, term.namespaces, term.namespace_selector)
+
+
+class LabelColumn:
+    """One node label key, dictionary-encoded: `codes[row]` is the value's code, -1 when absent."""
+
+    __slots__ = ("_match_cache", "code_of", "codes", "values")
+
+    def __init__(self, capacity: int) -> None:
+        self.codes = np.full(capacity, -1, dtype=np.int32)
+        self.values: list[str] = []
+        self.code_of: dict[str, int] = {}
+        self._match_cache: dict[object, tuple[int, np.ndarray, bool]] = {}
+
+    def code(self, value: str) -> int:
+        c = self.code_of.get(value)
+        if c is None:
+            c = len(self.values)
+            self.values.append(value)
+            self.code_of[value] = c
+        return c
+
+    def grow(self, capacity: int) -> None:
+        codes = np.full(capacity, -1, dtype=np.int32)
+        codes[: self.codes.size] = self.codes
+        self.codes = codes
+
+    def value_mask(self, predicate_key: object, predicate) -> tuple[np.ndarray, bool]:  # type: ignore[no-untyped-def]
+        """Evaluate `predicate(value | None)` once per distinct value, memoized by `predicate_key`.
+
+        Returns (per-code booleans, result for a missing label)."""
+        cached = self._match_cache.get(predicate_key)
+        if cached is not None and cached[0] == len(self.values):
+            return cached[1], cached[2]
+        per_code = np.fromiter((predicate(v) for v in self.values), dtype=bool, count=len(self.values))
+        missing = bool(predicate(None))
+        if len(self._match_cache) > 4096:
+            self._match_cache.clear()
+        self._match_cache[predicate_key] = (len(self.values), per_code, missing)
+        return per_code, missing
+
+    def mask(self, rows: np.ndarray, predicate_key: object, predicate) -> np.ndarray:  # type: ignore[no-untyped-def]
+        per_code, missing = self.value_mask(predicate_key, predicate)
+        codes = self.codes[rows]
+        if per_code.size == 0:
+            return np.full(rows.size, missing, dtype=bool)
+        out = per_code[np.maximum(codes, 0)]
+        if missing:
+            out |= codes < 0
+        else:
+            out &= codes >= 0
+        return out
+
+
+class Snapshot:
+    def __init__(self) -> None:
+        self.capacity = _INITIAL_CAPACITY
+        self.high_water = 0
+        self.resource_names: list[str] = [CPU, MEMORY, PODS]
+        self.resource_col: dict[str, int] = {n: i for i, n in enumerate(self.resource_names)}
+        r = len(self.resource_names)
+        self.allocatable = np.zeros((self.capacity, r), dtype=np.int64)
+        self.requested = np.zeros((self.capacity, r), dtype=np.int64)
+        self.nonzero_requested = np.zeros((self.capacity, 2), dtype=np.int64)
+        self.live = np.zeros(self.capacity, dtype=bool)
+        self.infos: list[NodeInfo | None] = [None] * self.capacity
+        self.row_of: dict[str, int] = {}
+        self._free_rows: list[int] = []
+        self.labels: dict[str, LabelColumn] = {}
+        self.namespaces: dict[str, Namespace] = {}
+        # node_generation changes when any node object changes; generation on any change at all
+        self.node_generation = 0
+        self.generation = 0
+        self._live_rows_cache: tuple[int, np.ndarray] = (-1, np.zeros(0, dtype=np.int64))
+        self._pod_counters: dict[PodMatcher, np.ndarray] = {}
+        self._counter_use: dict[PodMatcher, int] = {}
+        # existing pods' affinity terms: (kind, term, weight) -> pods carrying it per row
+        self.term_counts: dict[tuple[str, AffinityTerm, int], np.ndarray] = {}
+        # bumps when term_counts gains or loses a key or namespace labels change: whatever can change
+        # which existing pods' terms match a given pod (keys caches of those matches)
+        self.term_match_generation = 0
+        self.host_ports: dict[tuple[str, int], dict[int, list[str]]] = {}
+        self.images: dict[str, dict[int, int]] = {}
+        self._vec_cache: dict[tuple[tuple[str, int], ...], np.ndarray] = {}
+        self._vec_cache_width = len(self.resource_names)
+
+    # ----------------------------------------------------------------------------- structure
+    @property
+    def node_count(self) -> int:
+        return len(self.row_of)
+
+    def live_rows(self) -> np.ndarray:
+        """Rows holding a node, in row order (stable across cycles of one node generation)."""
+        gen, rows = self._live_rows_cache
+        if gen != self.node_generation:
+            rows = np.flatnonzero(self.live[: self.high_water]).astype(np.int64)
+            self._live_rows_cache = (self.node_generation, rows)
+        return rows
+
+    def info(self, row: int) -> NodeInfo:
+        info = self.infos[row]
+        assert info is not None
+        return info
+
+    def node_name(self, row: int) -> str:
+        return self.info(row).node.name
+
+    def _grow_rows(self) -> None:
+        new = self.capacity * 2
+        for attr in ("allocatable", "requested", "nonzero_requested"):
+            old = getattr(self, attr)
+            arr = np.zeros((new, old.shape[1]), dtype=old.dtype)
+            arr[: self.capacity] = old
+            setattr(self, attr, arr)
+        live = np.zeros(new, dtype=bool)
+        live[: self.capacity] = self.live
+        self.live = live
+        self.infos.extend([None] * (new - self.capacity))
+        for col in self.labels.values():
+            col.grow(new)
+        for key, counts in list(self._pod_counters.items()):
+            grown = np.zeros(new, dtype=np.int32)
+            grown[: self.capacity] = counts
+            self._pod_counters[key] = grown
+        for key, counts in list(self.term_counts.items()):
+            grown = np.zeros(new, dtype=np.int32)
+            grown[: self.capacity] = counts
+            self.term_counts[key] = grown
+        self.capacity = new
+
+    def resource_index(self, name: str) -> int:
+        """The column of a resource, adding one (zero everywhere) the first time it is seen."""
+        col = self.resource_col.get(name)
+        if col is not None:
+            return col
+        col = len(self.resource_names)
+        self.resource_names.append(name)
+        self.resource_col[name] = col
+        for attr in ("allocatable", "requested"):
+            old = getattr(self, attr)
+            arr = np.zeros((self.capacity, col + 1), dtype=np.int64)
+            arr[:, :col] = old
+            setattr(self, attr, arr)
+        self._vec_cache.clear()
+        return col
+
+    def request_vector(self, requests: Mapping[str, int]) -> np.ndarray:
+        """A pod's requests as a row over the resource columns, `pods` counted as 1."""
+        key = tuple(sorted(requests.items()))
+        if self._vec_cache_width != len(self.resource_names):
+            self._vec_cache.clear()
+            self._vec_cache_width = len(self.resource_names)
+        vec = self._vec_cache.get(key)
+        if vec is None:
+            for name in requests:
+                self.resource_index(name)
+            vec = np.zeros(len(self.resource_names), dtype=np.int64)
+            for name, value in requests.items():
+                vec[self.resource_col[name]] = value
+            vec[self.resource_col[PODS]] = 1
+            vec.setflags(write=False)
+            self._vec_cache_width = len(self.resource_names)
+            self._vec_cache[key] = vec
+        return vec
+
+    def label_column(self, key: str) -> LabelColumn:
+        col = self.labels.get(key)
+        if col is None:
+            col = LabelColumn(self.capacity)
+            self.labels[key] = col
+        return col
+
+    # ----------------------------------------------------------------------------- nodes
+    def add_node(self, node: Node) -> int:
+        if node.name in self.row_of:
+            self.update_node(node)
+            return self.row_of[node.name]
+        if self._free_rows:
+            row = self._free_rows.pop()
+        else:
+            if self.high_water == self.capacity:
+                self._grow_rows()
+            row = self.high_water
+            self.high_water += 1
+        self.row_of[node.name] = row
+        self.infos[row] = NodeInfo(row, node)
+        self.live[row] = True
+        self.requested[row] = 0
+        self.nonzero_requested[row] = 0
+        self._write_node(row, node, None)
+        self.node_generation += 1
+        self.generation += 1
+        return row
+
+    def _write_node(self, row: int, node: Node, old: Node | None) -> None:
+        for name in node.allocatable:
+            self.resource_index(name)
+        self.allocatable[row] = 0
+        for name, value in node.allocatable.items():
+            self.allocatable[row, self.resource_col[name]] = value
+        if PODS not in node.allocatable:
+            # a node that states no pod capacity behaves as the kubelet default
+            self.allocatable[row, self.resource_col[PODS]] = 110
+        if old is not None:
+            for key in old.labels:
+                if key not in node.labels:
+                    self.labels[key].codes[row] = -1
+            for img in old.images:
+                for name in img.names:
+                    self.images.get(name, {}).pop(row, None)
+        for key, value in node.labels.items():
+            col = self.label_column(key)
+            col.codes[row] = col.code(value)
+        for img in node.images:
+            for name in img.names:
+                self.images.setdefault(name, {})[row] = img.size_bytes
+
+    def update_node(self, node: Node) -> None:
+        row = self.row_of.get(node.name)
+        if row is None:
+            self.add_node(node)
+            return
+        info = self.info(row)
+        old = info.node
+        info.node = node
+        self._write_node(row, node, old)
+        self.node_generation += 1
+        self.generation += 1
+
+    def remove_node(self, name: str) -> list[Pod]:
+        """Remove a node; returns the pods that were on it (the caller decides their fate)."""
+        row = self.row_of.pop(name, None)
+        if row is None:
+            return []
+        info = self.info(row)
+        pods = list(info.pods.values())
+        for pod in pods:
+            self.remove_pod(pod, row)
+        for key in info.node.labels:
+            self.labels[key].codes[row] = -1
+        for img in info.node.images:
+            for n in img.names:
+                self.images.get(n, {}).pop(row, None)
+        self.live[row] = False
+        self.infos[row] = None
+        self.allocatable[row] = 0
+        self.requested[row] = 0
+        self.nonzero_requested[row] = 0
+        self._free_rows.append(row)
+        self.node_generation += 1
+        self.generation += 1
+        return pods
+
+    # ----------------------------------------------------------------------------- pods
+    def add_pod(self, pod: Pod, row: int) -> None:
+        info = self.info(row)
+        info.pods[pod.key] = pod
+        # the vector first: a resource seen for the first time widens the arrays
+        vec = self.request_vector(pod.requests)
+        self.requested[row] += vec
+        self.nonzero_requested[row, 0] += pod.nonzero_cpu
+        self.nonzero_requested[row, 1] += pod.nonzero_memory
+        self._index_pod(pod, row, 1)
+        self.generation += 1
+
+    def remove_pod(self, pod: Pod, row: int) -> None:
+        info = self.info(row)
+        if info.pods.pop(pod.key, None) is None:
+            return
+        vec = self.request_vector(pod.requests)
+        self.requested[row] -= vec
+        self.nonzero_requested[row, 0] -= pod.nonzero_cpu
+        self.nonzero_requested[row, 1] -= pod.nonzero_memory
+        self._index_pod(pod, row, -1)
+        self.generation += 1
+
+    def _index_pod(self, pod: Pod, row: int, delta: int) -> None:
+        if self._pod_counters:
+            ns_labels = self.namespace_labels(pod.namespace)
+            for matcher, counts in self._pod_counters.items():
+                if matcher.matches(pod, ns_labels):
+                    counts[row] += delta
+        if pod.has_pod_affinity:
+            for kind, terms in (
+                ("affinity", ((t, 0) for t in pod.required_affinity)),
+                ("anti", ((t, 0) for t in pod.required_anti_affinity)),
+                ("pref-affinity", ((w.term, w.weight) for w in pod.preferred_affinity)),
+                ("pref-anti", ((w.term, w.weight) for w in pod.preferred_anti_affinity)),
+            ):
+                for term, weight in terms:
+                    key = (kind, term, weight)
+                    counts = self.term_counts.get(key)
+                    if counts is None:
+                        counts = np.zeros(self.capacity, dtype=np.int32)
+                        self.term_counts[key] = counts
+                        self.term_match_generation += 1
+                    counts[row] += delta
+                    if delta < 0 and not counts.any():
+                        del self.term_counts[key]
+                        self.term_match_generation += 1
+        for port in pod.host_ports:
+            by_row = self.host_ports.setdefault((port.protocol, port.port), {})
+            ips = by_row.setdefault(row, [])
+            if delta > 0:
+                ips.append(port.ip)
+            else:
+                ips.remove(port.ip)
+                if not ips:
+                    del by_row[row]
+
+    # ----------------------------------------------------------------------------- queries
+    def namespace_labels(self, namespace: str) -> Mapping[str, str]:
+        ns = self.namespaces.get(namespace)
+        if ns is None:
+            ns = Namespace.implicit(namespace)
+            self.namespaces[namespace] = ns
+        return ns.labels
+
+    def set_namespace(self, ns: Namespace) -> None:
+        self.namespaces[ns.name] = ns
+        # namespace labels feed namespace selectors: counters must be rebuilt
+        self._pod_counters.clear()
+        self.term_match_generation += 1
+        self.generation += 1
+
+    def pod_count_by_row(self, matcher: PodMatcher) -> np.ndarray:
+        """Number of pods on each row matched by `matcher`; kept up to date incrementally."""
+        counts = self._pod_counters.get(matcher)
+        if counts is None:
+            counts = np.zeros(self.capacity, dtype=np.int32)
+            for row in self.live_rows():
+                info = self.infos[row]
+                assert info is not None
+                for pod in info.pods.values():
+                    if matcher.matches(pod, self.namespace_labels(pod.namespace)):
+                        counts[row] += 1
+            if len(self._pod_counters) >= 256:
+                # drop the least used counters so per-pod upkeep stays small
+                for stale, _ in sorted(self._counter_use.items(), key=lambda kv: kv[1])[:128]:
+                    self._pod_counters.pop(stale, None)
+                    self._counter_use.pop(stale, None)
+            self._pod_counters[matcher] = counts
+        self._counter_use[matcher] = self._counter_use.get(matcher, 0) + 1
+        return counts
+
+    def pods_on(self, row: int) -> Iterable[Pod]:
+        return self.info(row).pods.values()
+
+    def host_port_conflicts(self, ports: Iterable[HostPort]) -> set[int]:
+        rows: set[int] = set()
+        for port in ports:
+            for row, ips in self.host_ports.get((port.protocol, port.port), {}).items():
+                if any(port.conflicts(HostPort(ip, port.protocol, port.port)) for ip in ips):
+                    rows.add(row)
+        return rows

@@ -1,0 +1,190 @@
+"""The in-memory world: a cluster held as API dicts, driven on a virtual clock.
+
+It feeds the scheduler the same events an informer would, carries out the scheduler's decisions in
+place (a binding sets `spec.nodeName`; an eviction marks the victim and deletes it after its grace
+period), and advances the virtual clock straight to the next deadline whenever nothing is runnable.
+"""
+
+from __future__ import annotations
+
+import copy
+import heapq
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from koordpy.api.namespace import Namespace
+from koordpy.api.node import Node
+from koordpy.api.pod import Pod
+from koordpy.api.time import format_timestamp
+from koordpy.framework.clock import VirtualClock
+from koordpy.framework.effects import Bind, Effect, Evict, Nominate, PodUnschedulable, RecordEvent
+from koordpy.scheduler import Scheduler
+
+
+@dataclass(slots=True)
+class Eviction:
+    victim: str
+    node: str
+    preemptor: str
+    trigger_pod: str
+    message: str
+
+
+@dataclass(slots=True)
+class MemoryCluster:
+    scheduler: Scheduler
+    clock: VirtualClock
+    pods: dict[str, dict[str, Any]] = field(default_factory=dict)
+    views: dict[str, Pod] = field(default_factory=dict)
+    order: list[str] = field(default_factory=list)
+    deleted: set[str] = field(default_factory=set)
+    evictions: list[Eviction] = field(default_factory=list)
+    events: list[RecordEvent] = field(default_factory=list)
+    _deletions: list[tuple[float, int, str]] = field(default_factory=list)
+    _seq: int = 0
+    # called after each batch of effects, e.g. to recompute PodGroup status
+    after_effects: list[Callable[[], None]] = field(default_factory=list)
+
+    # ----------------------------------------------------------------------------- objects in
+    def add_namespace(self, ns: Namespace) -> None:
+        self.scheduler.on_namespace(ns)
+
+    def add_node(self, node: Node) -> None:
+        self.scheduler.on_node_add(node)
+
+    def add_pod(self, obj: Mapping[str, Any]) -> Pod:
+        raw = copy.deepcopy(dict(obj))
+        meta = raw.setdefault("metadata", {})
+        meta.setdefault("namespace", "default")
+        meta.setdefault("creationTimestamp", format_timestamp(self.clock.now()))
+        raw.setdefault("status", {})
+        if raw.get("spec", {}).get("nodeName"):
+            raw["status"].setdefault("phase", "Running")
+        else:
+            raw["status"].setdefault("phase", "Pending")
+        pod = Pod.from_dict(raw, creation_ts=self.clock.now())
+        self.pods[pod.key] = raw
+        self.views[pod.key] = pod
+        self.order.append(pod.key)
+        self.scheduler.on_pod_add(pod)
+        return pod
+
+    def _replace(self, key: str, raw: dict[str, Any]) -> Pod:
+        self.pods[key] = raw
+        pod = Pod.from_dict(raw, creation_ts=self.views[key].creation_ts, uid=self.views[key].uid)
+        self.views[key] = pod
+        return pod
+
+    def delete_pod(self, key: str) -> None:
+        pod = self.views.get(key)
+        if pod is None or key in self.deleted:
+            return
+        self.deleted.add(key)
+        self.scheduler.on_pod_delete(pod)
+
+    # ----------------------------------------------------------------------------- decisions out
+    def apply(self, effects: list[Effect]) -> None:
+        for effect in effects:
+            if isinstance(effect, Bind):
+                self._bind(effect)
+            elif isinstance(effect, PodUnschedulable):
+                self._unschedulable(effect)
+            elif isinstance(effect, Nominate):
+                self._set_nominated(effect.pod.key, effect.node_name)
+            elif isinstance(effect, Evict):
+                self._evict(effect)
+            elif isinstance(effect, RecordEvent):
+                self.events.append(effect)
+        for hook in self.after_effects:
+            hook()
+
+    def _bind(self, b: Bind) -> None:
+        key = b.pod.key
+        if key in self.deleted or key not in self.pods:
+            self.scheduler.binding_done(key, "pod not found")
+            return
+        raw = copy.deepcopy(self.pods[key])
+        raw["spec"]["nodeName"] = b.node_name
+        if b.annotations:
+            raw["metadata"].setdefault("annotations", {}).update(dict(b.annotations))
+        status = raw.setdefault("status", {})
+        status["phase"] = "Running"
+        status.pop("nominatedNodeName", None)
+        conditions = [c for c in status.get("conditions", []) if c.get("type") != "PodScheduled"]
+        conditions.append({"type": "PodScheduled", "status": "True"})
+        status["conditions"] = conditions
+        pod = self._replace(key, raw)
+        self.scheduler.binding_done(key)
+        self.scheduler.on_pod_update(pod)
+
+    def _unschedulable(self, e: PodUnschedulable) -> None:
+        key = e.pod.key
+        raw = self.pods.get(key)
+        if raw is None or key in self.deleted:
+            return
+        status = raw.setdefault("status", {})
+        conditions = [c for c in status.get("conditions", []) if c.get("type") != "PodScheduled"]
+        conditions.append({"type": "PodScheduled", "status": "False", "reason": e.reason, "message": e.message})
+        status["conditions"] = conditions
+        if e.nominated_node is not None:
+            self._set_nominated(key, e.nominated_node)
+
+    def _set_nominated(self, key: str, node: str) -> None:
+        raw = self.pods.get(key)
+        if raw is None:
+            return
+        status = raw.setdefault("status", {})
+        if node:
+            status["nominatedNodeName"] = node
+        else:
+            status.pop("nominatedNodeName", None)
+
+    def _evict(self, e: Evict) -> None:
+        key = e.victim.key
+        raw = self.pods.get(key)
+        if raw is None or key in self.deleted or raw.get("metadata", {}).get("deletionTimestamp"):
+            return
+        raw = copy.deepcopy(raw)
+        status = raw.setdefault("status", {})
+        conditions = [c for c in status.get("conditions", []) if c.get("type") != "DisruptionTarget"]
+        conditions.append({"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+                           "message": e.message})
+        status["conditions"] = conditions
+        grace = self.views[key].termination_grace_seconds
+        raw["metadata"]["deletionTimestamp"] = format_timestamp(self.clock.now() + grace)
+        pod = self._replace(key, raw)
+        self.scheduler.on_pod_update(pod)
+        self.evictions.append(Eviction(key, e.node_name, e.preemptor, e.trigger_pod, e.message))
+        self.events.append(RecordEvent(e.victim, "Normal", "Preempted",
+                                       f"Preempted by {e.trigger_pod} on node {e.node_name}"))
+        self._seq += 1
+        heapq.heappush(self._deletions, (self.clock.now() + grace, self._seq, key))
+
+    # ----------------------------------------------------------------------------- the loop
+    def run(self, max_virtual_seconds: float) -> None:
+        """Schedule until nothing more can happen, or the virtual deadline.
+
+        Pods left in the unschedulable pool do not keep the run going: nothing in the cluster
+        changes any more, so the pool's periodic flush would only repeat the same verdict."""
+        end = self.clock.now() + max_virtual_seconds
+        sched = self.scheduler
+        self.apply(sched.drain())
+        while True:
+            if sched.schedule_one():
+                self.apply(sched.drain())
+                continue
+            times = [t for t in (sched.next_wakeup(include_flush=False),
+                                 self._deletions[0][0] if self._deletions else None) if t is not None]
+            if not times:
+                break
+            t = max(min(times), self.clock.now())
+            if t > end:
+                self.clock.advance_to(end)
+                break
+            self.clock.advance_to(t)
+            while self._deletions and self._deletions[0][0] <= self.clock.now():
+                _, _, key = heapq.heappop(self._deletions)
+                self.delete_pod(key)
+            sched.tick()
+            self.apply(sched.drain())

@@ -1,0 +1,31 @@
+"""Per-cycle scratch space shared by a pod's plugins (kube-scheduler's CycleState)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class CycleState:
+    __slots__ = ("data", "skip_filter", "skip_score")
+
+    def __init__(self) -> None:
+        self.data: dict[str, Any] = {}
+        self.skip_filter: set[str] = set()
+        self.skip_score: set[str] = set()
+
+    def read(self, key: str) -> Any:
+        return self.data.get(key)
+
+    def write(self, key: str, value: Any) -> None:
+        self.data[key] = value
+
+    def clone(self) -> CycleState:
+        """A copy whose values can be changed without touching this one (values that know how to
+        copy themselves, through a `clone()` method, are copied; the rest are shared)."""
+        out = CycleState()
+        for k, v in self.data.items():
+            clone = getattr(v, "clone", None)
+            out.data[k] = clone() if callable(clone) else v
+        out.skip_filter = set(self.skip_filter)
+        out.skip_score = set(self.skip_score)
+        return out

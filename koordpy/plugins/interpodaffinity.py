@@ -1,0 +1,465 @@
+"""InterPodAffinity: required pod affinity and anti-affinity as a filter, preferred terms as a score.
+
+Everything is counted per topology domain: the number of matching pods per node row (the
+snapshot's incrementally kept counters) is summed per value of the term's topology key with the
+key's label codes, and a node sees the sum of its own domain. Domain arrays are indexed by
+`code + 1`, so slot 0 stands for nodes without the key and always holds 0.
+
+Filter, in kube-scheduler's order:
+  1. the pod's required affinity: every term's domain on the node must hold a pod that matches
+     all of the pod's affinity terms, unless no such pod exists anywhere and the pod matches its
+     own terms (the first pod of a group); a node without a term's topology key never passes;
+  2. the pod's required anti-affinity: no term's domain on the node may hold a matching pod;
+  3. existing pods' required anti-affinity: the node may not share a domain with an existing pod
+     whose anti-affinity term matches the incoming pod.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
+
+import numpy as np
+from pydantic import Field, field_validator
+
+from koordpy.api.affinity import AffinityTerm
+from koordpy.api.labels import LabelSelector
+from koordpy.api.pod import Pod
+from koordpy.cache.snapshot import LabelColumn, PodMatcher, Snapshot
+from koordpy.config.args import PluginArgs
+from koordpy.framework.cycle_state import CycleState
+from koordpy.framework.interfaces import (
+    MAX_NODE_SCORE,
+    NODE_ADD,
+    NODE_UPDATE,
+    POD_ALL,
+    ClusterEvent,
+    FilterResult,
+    Plugin,
+    PreFilterResult,
+)
+from koordpy.framework.status import SKIP, Status, unresolvable, unschedulable
+
+if TYPE_CHECKING:
+    from koordpy.framework.handle import Handle
+
+NAME = "InterPodAffinity"
+
+ERR_AFFINITY_RULES = "node(s) didn't match pod affinity rules"
+ERR_ANTI_AFFINITY_RULES = "node(s) didn't match pod anti-affinity rules"
+ERR_EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
+
+_PRE_FILTER_KEY = "PreFilter" + NAME
+_PRE_SCORE_KEY = "PreScore" + NAME
+
+# the order of the statuses is the order of the checks: a node carries its first failure
+_STATUSES = [
+    unresolvable(ERR_AFFINITY_RULES),
+    unschedulable(ERR_ANTI_AFFINITY_RULES),
+    unschedulable(ERR_EXISTING_ANTI_AFFINITY),
+]
+
+# a key of Snapshot.term_counts: (kind, term, weight)
+TermKey = tuple[str, AffinityTerm, int]
+Domains = dict[str, np.ndarray]
+_T = TypeVar("_T")
+
+
+class InterPodAffinityArgs(PluginArgs):
+    hard_pod_affinity_weight: int = Field(default=1, strict=True)
+    ignore_preferred_terms_of_existing_pods: bool = Field(default=False, strict=True)
+
+    @field_validator("hard_pod_affinity_weight")
+    @classmethod
+    def _weight_in_range(cls, value: int) -> int:
+        if not 0 <= value <= 100:
+            raise ValueError(f"must be in the range [0, 100], got {value}")
+        return value
+
+
+@dataclass(frozen=True, slots=True)
+class _ExistingTerms:
+    """Existing pods' terms that match one incoming pod (namespace and labels), per topology key.
+
+    `anti`: required anti-affinity terms. `score`: (term, signed weight) of required affinity
+    (the hard weight), preferred affinity (+weight) and preferred anti-affinity (-weight)."""
+
+    anti: tuple[tuple[str, tuple[TermKey, ...]], ...]
+    score: tuple[tuple[str, tuple[tuple[TermKey, int], ...]], ...]
+
+
+_NO_EXISTING_TERMS = _ExistingTerms((), ())
+
+
+class _FilterState:
+    """Per-domain counts the filter needs; updated when pods are added or removed in a trial."""
+
+    __slots__ = ("affinity", "affinity_seen", "anti", "existing_anti", "self_match")
+
+    def __init__(
+        self, affinity: Domains, anti: Domains, existing_anti: Domains, self_match: bool
+    ) -> None:
+        # pods matching all of the pod's required affinity terms, per key of those terms
+        self.affinity = affinity
+        # pods matching the pod's required anti-affinity terms (one count per matched term)
+        self.anti = anti
+        # existing pods' required anti-affinity terms that match the pod
+        self.existing_anti = existing_anti
+        self.self_match = self_match
+        self.affinity_seen = _any_domain(affinity)
+
+    def clone(self) -> _FilterState:
+        return _FilterState(
+            {k: v.copy() for k, v in self.affinity.items()},
+            {k: v.copy() for k, v in self.anti.items()},
+            {k: v.copy() for k, v in self.existing_anti.items()},
+            self.self_match,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _ScoreState:
+    domains: tuple[tuple[str, np.ndarray], ...]
+
+
+def _any_domain(domains: Domains) -> bool:
+    return any(bool(d[1:].any()) for d in domains.values())
+
+
+def _by_domain(col: LabelColumn | None, per_row: np.ndarray) -> np.ndarray:
+    """Sum of `per_row` over each domain of one topology key, indexed by code + 1."""
+    if col is None:
+        return np.zeros(1, dtype=np.int64)
+    size = len(col.values) + 1
+    hit = np.flatnonzero(per_row)
+    if hit.size == 0:
+        return np.zeros(size, dtype=np.int64)
+    sums = np.bincount(col.codes[hit] + 1, weights=per_row[hit], minlength=size)
+    out = np.rint(sums).astype(np.int64)
+    out[0] = 0
+    return out
+
+
+def _domain_values(dom: np.ndarray, col: LabelColumn, rows: np.ndarray) -> np.ndarray:
+    codes = col.codes[rows]
+    if dom.size <= len(col.values):
+        # label values added after the counts were taken hold no counted pod
+        grown = np.zeros(len(col.values) + 1, dtype=dom.dtype)
+        grown[: dom.size] = dom
+        dom = grown
+    return dom[codes + 1]
+
+
+def _bump(domains: Domains, snap: Snapshot, key: str, row: int, delta: int) -> None:
+    col = snap.labels.get(key)
+    if col is None or col.codes[row] < 0:
+        return
+    slot = int(col.codes[row]) + 1
+    dom = domains.get(key)
+    if dom is None or dom.size <= slot:
+        grown = np.zeros(len(col.values) + 1, dtype=np.int64)
+        if dom is not None:
+            grown[: dom.size] = dom
+        dom = grown
+        domains[key] = dom
+    dom[slot] += delta
+
+
+def _in_scope(term: AffinityTerm, namespace: str, snap: Snapshot) -> bool:
+    if namespace in term.namespaces:
+        return True
+    return term.namespace_selector is not None and term.namespace_selector.matches(
+        snap.namespace_labels(namespace)
+    )
+
+
+def _count_matching_all(snap: Snapshot, terms: Sequence[AffinityTerm]) -> np.ndarray | None:
+    """Pods per row that match every term (kube counts a pod for the incoming pod's affinity only
+    then); None when no pod can."""
+    if any(t.selector is None for t in terms):
+        return None
+    if len(terms) == 1:
+        matcher = PodMatcher.of_term(terms[0])
+        assert matcher is not None
+        return snap.pod_count_by_row(matcher)
+    selector = LabelSelector.from_requirements(
+        [r for t in terms for r in t.selector.requirements]  # type: ignore[union-attr]
+    )
+    first = terms[0]
+    if all(t.namespaces == first.namespaces and t.namespace_selector == first.namespace_selector
+           for t in terms):
+        return snap.pod_count_by_row(PodMatcher(selector, first.namespaces, first.namespace_selector))
+    listed = next((t for t in terms if t.namespace_selector is None), None)
+    if listed is not None:
+        # one term names its namespaces: the common scope is those the other terms accept too
+        scope = frozenset(ns for ns in listed.namespaces if all(_in_scope(t, ns, snap) for t in terms))
+        return snap.pod_count_by_row(PodMatcher(selector, scope, None))
+    # every term selects namespaces by label, each differently: no single matcher says it
+    counts = np.zeros(snap.capacity, dtype=np.int32)
+    for row in snap.live_rows().tolist():
+        for other in snap.pods_on(row):
+            ns_labels = snap.namespace_labels(other.namespace)
+            if all(t.matches(other.namespace, other.labels, ns_labels) for t in terms):
+                counts[row] += 1
+    return counts
+
+
+def _grouped(items: Iterable[tuple[str, _T]]) -> dict[str, list[_T]]:
+    out: dict[str, list[_T]] = {}
+    for key, item in items:
+        out.setdefault(key, []).append(item)
+    return out
+
+
+class InterPodAffinity(Plugin):
+    NAME = NAME
+    Args = InterPodAffinityArgs
+
+    def __init__(self, handle: Handle, args: PluginArgs | None = None) -> None:
+        super().__init__(handle, args)
+        resolved = args if isinstance(args, InterPodAffinityArgs) else InterPodAffinityArgs()
+        self.hard_weight = resolved.hard_pod_affinity_weight
+        self.ignore_existing_preferred = resolved.ignore_preferred_terms_of_existing_pods
+        self._memo_snapshot: Snapshot | None = None
+        self._memo_generation = -1
+        self._memo: dict[tuple[str, frozenset[tuple[str, str]]], _ExistingTerms] = {}
+        self._anti_terms: list[TermKey] = []
+        self._score_terms: list[tuple[TermKey, int]] = []
+
+    def events_to_register(self) -> Sequence[ClusterEvent]:
+        return (POD_ALL, NODE_ADD, NODE_UPDATE)
+
+    # ------------------------------------------------------------------ existing pods' terms
+    def _existing_terms(self, pod: Pod) -> _ExistingTerms:
+        snap: Snapshot = self.handle.snapshot
+        if snap is not self._memo_snapshot or snap.term_match_generation != self._memo_generation:
+            self._memo_snapshot = snap
+            self._memo_generation = snap.term_match_generation
+            self._memo.clear()
+            self._anti_terms = []
+            self._score_terms = []
+            for tk in snap.term_counts:
+                kind, _, weight = tk
+                if kind == "anti":
+                    self._anti_terms.append(tk)
+                elif kind == "affinity":
+                    if self.hard_weight > 0:
+                        self._score_terms.append((tk, self.hard_weight))
+                elif kind == "pref-affinity":
+                    self._score_terms.append((tk, weight))
+                elif kind == "pref-anti":
+                    self._score_terms.append((tk, -weight))
+        if not self._anti_terms and not self._score_terms:
+            return _NO_EXISTING_TERMS
+        # pods stamped from one template share namespace and labels, hence the answer
+        memo_key = (pod.namespace, frozenset(pod.labels.items()))
+        found = self._memo.get(memo_key)
+        if found is None:
+            ns_labels = snap.namespace_labels(pod.namespace)
+            anti = _grouped(
+                (tk[1].topology_key, tk) for tk in self._anti_terms
+                if tk[1].matches(pod.namespace, pod.labels, ns_labels)
+            )
+            score = _grouped(
+                (tk[1].topology_key, (tk, w)) for tk, w in self._score_terms
+                if tk[1].matches(pod.namespace, pod.labels, ns_labels)
+            )
+            found = _ExistingTerms(
+                tuple((k, tuple(v)) for k, v in anti.items()),
+                tuple((k, tuple(v)) for k, v in score.items()),
+            )
+            if len(self._memo) > 4096:
+                self._memo.clear()
+            self._memo[memo_key] = found
+        return found
+
+    # ------------------------------------------------------------------ filter
+    def pre_filter(self, state: CycleState, pod: Pod) -> tuple[PreFilterResult | None, Status | None]:
+        required_affinity = pod.required_affinity
+        required_anti = pod.required_anti_affinity
+        existing = self._existing_terms(pod)
+        if not required_affinity and not required_anti and not existing.anti:
+            return None, SKIP
+        snap: Snapshot = self.handle.snapshot
+        labels = snap.labels
+
+        existing_anti: Domains = {}
+        for key, term_keys in existing.anti:
+            per_row = np.zeros(snap.capacity, dtype=np.int64)
+            for tk in term_keys:
+                counts = snap.term_counts.get(tk)
+                if counts is not None:
+                    per_row += counts
+            existing_anti[key] = _by_domain(labels.get(key), per_row)
+        if not required_affinity and not required_anti and not _any_domain(existing_anti):
+            return None, SKIP
+
+        affinity: Domains = {}
+        self_match = False
+        if required_affinity:
+            matching_all = _count_matching_all(snap, required_affinity)
+            for term in required_affinity:
+                key = term.topology_key
+                if key not in affinity:
+                    col = labels.get(key)
+                    affinity[key] = (
+                        _by_domain(col, matching_all) if matching_all is not None
+                        else np.zeros(1 if col is None else len(col.values) + 1, dtype=np.int64)
+                    )
+            ns_labels = snap.namespace_labels(pod.namespace)
+            self_match = all(t.matches(pod.namespace, pod.labels, ns_labels) for t in required_affinity)
+
+        anti: Domains = {}
+        for key, terms in _grouped((t.topology_key, t) for t in required_anti).items():
+            per_row = np.zeros(snap.capacity, dtype=np.int64)
+            for term in terms:
+                matcher = PodMatcher.of_term(term)
+                if matcher is not None:
+                    per_row += snap.pod_count_by_row(matcher)
+            anti[key] = _by_domain(labels.get(key), per_row)
+
+        state.write(_PRE_FILTER_KEY, _FilterState(affinity, anti, existing_anti, self_match))
+        return None, None
+
+    def pre_filter_add_pod(self, state: CycleState, pod: Pod, other: Pod, row: int) -> None:
+        self._update(state, pod, other, row, 1)
+
+    def pre_filter_remove_pod(self, state: CycleState, pod: Pod, other: Pod, row: int) -> None:
+        self._update(state, pod, other, row, -1)
+
+    def _update(self, state: CycleState, pod: Pod, other: Pod, row: int, delta: int) -> None:
+        s: _FilterState | None = state.read(_PRE_FILTER_KEY)
+        if s is None:
+            return
+        snap: Snapshot = self.handle.snapshot
+        if other.required_anti_affinity:
+            pod_ns_labels = snap.namespace_labels(pod.namespace)
+            for term in other.required_anti_affinity:
+                if term.matches(pod.namespace, pod.labels, pod_ns_labels):
+                    _bump(s.existing_anti, snap, term.topology_key, row, delta)
+        if not pod.required_affinity and not pod.required_anti_affinity:
+            return
+        other_ns_labels = snap.namespace_labels(other.namespace)
+        if pod.required_affinity and all(
+            t.matches(other.namespace, other.labels, other_ns_labels) for t in pod.required_affinity
+        ):
+            for key in list(s.affinity):
+                _bump(s.affinity, snap, key, row, delta)
+            s.affinity_seen = _any_domain(s.affinity)
+        for term in pod.required_anti_affinity:
+            if term.matches(other.namespace, other.labels, other_ns_labels):
+                _bump(s.anti, snap, term.topology_key, row, delta)
+
+    def filter(self, state: CycleState, pod: Pod, rows: np.ndarray) -> FilterResult | None:
+        s: _FilterState | None = state.read(_PRE_FILTER_KEY)
+        if s is None:
+            return None
+        labels = self.handle.snapshot.labels
+        failed_affinity: np.ndarray | None = None
+        if s.affinity:
+            has_keys = np.ones(rows.size, dtype=bool)
+            pods_exist = np.ones(rows.size, dtype=bool)
+            for key, dom in s.affinity.items():
+                col = labels.get(key)
+                if col is None:
+                    has_keys[:] = False
+                    break
+                has_keys &= col.codes[rows] >= 0
+                pods_exist &= _domain_values(dom, col, rows) > 0
+            # the first pod of a group that matches its own terms may start it anywhere
+            first_of_group = not s.affinity_seen and s.self_match
+            failed_affinity = ~has_keys if first_of_group else ~(has_keys & pods_exist)
+        failed_anti = self._any_domain_hit(s.anti, labels, rows)
+        failed_existing = self._any_domain_hit(s.existing_anti, labels, rows)
+
+        failed = [f for f in (failed_affinity, failed_anti, failed_existing) if f is not None]
+        if not failed:
+            return None
+        any_failed = failed[0] if len(failed) == 1 else np.logical_or.reduce(failed)
+        if not any_failed.any():
+            return None
+        reason_of = np.full(rows.size, 2, dtype=np.int8)
+        if failed_anti is not None:
+            reason_of[failed_anti] = 1
+        if failed_affinity is not None:
+            reason_of[failed_affinity] = 0
+        return FilterResult(~any_failed, _STATUSES, reason_of)
+
+    @staticmethod
+    def _any_domain_hit(
+        domains: Domains, labels: Mapping[str, LabelColumn], rows: np.ndarray
+    ) -> np.ndarray | None:
+        hit: np.ndarray | None = None
+        for key, dom in domains.items():
+            col = labels.get(key)
+            if col is None:
+                continue
+            here = _domain_values(dom, col, rows) > 0
+            hit = here if hit is None else hit | here
+        return hit
+
+    # ------------------------------------------------------------------ score
+    def pre_score(self, state: CycleState, pod: Pod, rows: np.ndarray) -> Status | None:
+        if rows.size == 0:
+            return SKIP
+        has_preferred = bool(pod.preferred_affinity or pod.preferred_anti_affinity)
+        if self.ignore_existing_preferred and not has_preferred:
+            return SKIP
+        existing = self._existing_terms(pod)
+        if not has_preferred and not existing.score:
+            return SKIP
+        snap: Snapshot = self.handle.snapshot
+        per_key: dict[str, np.ndarray] = {}
+
+        def weighted(key: str) -> np.ndarray:
+            acc = per_key.get(key)
+            if acc is None:
+                acc = per_key[key] = np.zeros(snap.capacity, dtype=np.int64)
+            return acc
+
+        for sign, weighted_terms in ((1, pod.preferred_affinity), (-1, pod.preferred_anti_affinity)):
+            for wt in weighted_terms:
+                matcher = PodMatcher.of_term(wt.term)
+                if matcher is not None:
+                    acc = weighted(wt.term.topology_key)
+                    acc += snap.pod_count_by_row(matcher).astype(np.int64) * (sign * wt.weight)
+        for key, items in existing.score:
+            acc = weighted(key)
+            for tk, weight in items:
+                counts = snap.term_counts.get(tk)
+                if counts is not None:
+                    acc += counts.astype(np.int64) * weight
+
+        domains = []
+        for key, acc in per_key.items():
+            dom = _by_domain(snap.labels.get(key), acc)
+            if dom.any():
+                domains.append((key, dom))
+        if not domains:
+            return SKIP
+        state.write(_PRE_SCORE_KEY, _ScoreState(tuple(domains)))
+        return None
+
+    def score(self, state: CycleState, pod: Pod, rows: np.ndarray) -> np.ndarray:
+        s: _ScoreState | None = state.read(_PRE_SCORE_KEY)
+        total = np.zeros(rows.size, dtype=np.int64)
+        if s is None:
+            return total
+        labels = self.handle.snapshot.labels
+        for key, dom in s.domains:
+            total += _domain_values(dom, labels[key], rows)
+        return total
+
+    def normalize_score(
+        self, state: CycleState, pod: Pod, rows: np.ndarray, scores: np.ndarray
+    ) -> np.ndarray:
+        if scores.size == 0:
+            return scores
+        low = int(scores.min())
+        spread = int(scores.max()) - low
+        if spread <= 0:
+            return np.zeros(scores.size, dtype=np.int64)
+        # kube: float64(MaxNodeScore) * (float64(score-min) / float64(max-min)), truncated
+        ratio = (scores - low).astype(np.float64) / float(spread)
+        return (float(MAX_NODE_SCORE) * ratio).astype(np.int64)

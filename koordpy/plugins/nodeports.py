@@ -1,0 +1,43 @@
+"""NodePorts: a pod asking for host ports fits only nodes where no placed pod already holds one of
+them (same protocol and port, and the same host IP or either side on 0.0.0.0). A pod without host
+ports skips the filter."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from koordpy.api.pod import Pod
+from koordpy.framework.cycle_state import CycleState
+from koordpy.framework.interfaces import NODE_ADD, POD_DELETE, ClusterEvent, FilterResult, Plugin, PreFilterResult
+from koordpy.framework.status import SKIP, Status, unschedulable
+
+NAME = "NodePorts"
+
+ERR_REASON = "node(s) didn't have free ports for the requested pod ports"
+
+_STATUS = unschedulable(ERR_REASON)
+
+
+class NodePorts(Plugin):
+    NAME = NAME
+
+    def events_to_register(self) -> Sequence[ClusterEvent]:
+        # a pod holding the port went away; a new node has every port free
+        return (POD_DELETE, NODE_ADD)
+
+    def pre_filter(self, state: CycleState, pod: Pod) -> tuple[PreFilterResult | None, Status | None]:
+        if not pod.host_ports:
+            return None, SKIP
+        return None, None
+
+    def filter(self, state: CycleState, pod: Pod, rows: np.ndarray) -> FilterResult | None:
+        if not pod.host_ports:
+            return None
+        # looked up at Filter time: nominated pods are added to the snapshot for a re-check
+        taken = self.handle.snapshot.host_port_conflicts(pod.host_ports)
+        if not taken:
+            return None
+        passed = ~np.isin(rows, np.fromiter(taken, dtype=np.int64, count=len(taken)))
+        return FilterResult.uniform(passed, _STATUS)

@@ -1,0 +1,385 @@
+"""NodeResourcesFit: a pod fits a node when the node's allocatable minus what its pods already
+request covers every resource the pod requests (and one more pod slot); nodes are scored by how
+much of each resource would be requested, with the LeastAllocated, MostAllocated or
+RequestedToCapacityRatio strategy.
+
+Filter: only resources the pod requests (> 0) are checked, plus the pod count; an extended
+resource the node does not have counts as insufficient; `ignoredResources` and
+`ignoredResourceGroups` (the part of the name before `/`) exempt extended resources only. A node
+short of several resources reports each (`Insufficient cpu`, `Insufficient memory`, ...). The
+status is Unschedulable: removing pods (preemption) may free room.
+
+Score: per configured resource, the node's requested amount after adding the pod against its
+allocatable, then the weighted mean. cpu and memory use the "non-zero" requests (containers that
+ask for nothing count 100m / 200Mi), as kube-scheduler does for this plugin; a scalar resource the
+pod does not request, and any resource the node has none of, are left out.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import Field, field_validator, model_validator
+
+from koordpy.api.pod import Pod
+from koordpy.api.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, is_extended_resource
+from koordpy.config.args import PluginArgs
+from koordpy.framework.cycle_state import CycleState
+from koordpy.framework.handle import Handle
+from koordpy.framework.interfaces import (
+    MAX_NODE_SCORE,
+    NODE_ADD,
+    NODE_UPDATE,
+    POD_DELETE,
+    POD_UPDATE,
+    ClusterEvent,
+    FilterResult,
+    Plugin,
+    PreFilterResult,
+)
+from koordpy.framework.status import Status, unschedulable
+
+NAME = "NodeResourcesFit"
+
+LEAST_ALLOCATED = "LeastAllocated"
+MOST_ALLOCATED = "MostAllocated"
+REQUESTED_TO_CAPACITY_RATIO = "RequestedToCapacityRatio"
+
+# RequestedToCapacityRatio shape scores are 0..10 in the configuration, 0..100 when scoring
+MAX_CUSTOM_PRIORITY_SCORE = 10
+MAX_UTILIZATION = 100
+
+TOO_MANY_PODS = "Too many pods"
+
+_PRE_FILTER_KEY = "PreFilter" + NAME
+_PRE_SCORE_KEY = "PreScore" + NAME
+_CACHE_LIMIT = 256
+# past this many checked resources the per-row reason codes are grouped by sorting instead of a table
+_TABLE_BITS = 12
+
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS_SUBDOMAIN_RE = re.compile(rf"{_DNS_LABEL}(\.{_DNS_LABEL})*")
+_NAME_PART_RE = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+
+
+def _qualified_name_error(value: str) -> str | None:
+    """Why `value` is not a Kubernetes qualified name (`[prefix/]name`), or None."""
+    prefix, sep, name = value.rpartition("/")
+    if sep and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN_RE.fullmatch(prefix)):
+        return f"{value!r}: the prefix must be a DNS subdomain"
+    if not name or len(name) > 63 or not _NAME_PART_RE.fullmatch(name):
+        return (f"{value!r}: the name part must be 63 characters or less, consist of alphanumerics, "
+                "'-', '_' or '.', and start and end with an alphanumeric")
+    return None
+
+
+class ResourceSpec(PluginArgs):
+    name: str = Field(min_length=1)
+    # kube-scheduler turns an unset (or zero) weight into 1
+    weight: int = 1
+
+    @field_validator("weight")
+    @classmethod
+    def _weight_range(cls, value: int) -> int:
+        if value == 0:
+            return 1
+        if not 0 < value <= 100:
+            raise ValueError(f"resource weight {value} not in valid range (0, 100]")
+        return value
+
+
+DEFAULT_RESOURCES: tuple[ResourceSpec, ...] = (ResourceSpec(name=CPU, weight=1), ResourceSpec(name=MEMORY, weight=1))
+
+
+class UtilizationShapePoint(PluginArgs):
+    utilization: int = Field(ge=0, le=MAX_UTILIZATION)
+    score: int = Field(ge=0, le=MAX_CUSTOM_PRIORITY_SCORE)
+
+
+class RequestedToCapacityRatioParam(PluginArgs):
+    shape: list[UtilizationShapePoint] = Field(min_length=1)
+
+    @field_validator("shape")
+    @classmethod
+    def _increasing(cls, shape: list[UtilizationShapePoint]) -> list[UtilizationShapePoint]:
+        for prev, point in zip(shape, shape[1:]):
+            if prev.utilization >= point.utilization:
+                raise ValueError("utilization values must be sorted in increasing order")
+        return shape
+
+
+class ScoringStrategy(PluginArgs):
+    type: Literal["LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"]
+    resources: list[ResourceSpec] = Field(default_factory=lambda: list(DEFAULT_RESOURCES))
+    requested_to_capacity_ratio: RequestedToCapacityRatioParam | None = None
+
+    @field_validator("resources")
+    @classmethod
+    def _default_resources(cls, resources: list[ResourceSpec]) -> list[ResourceSpec]:
+        # an empty list means the default set, as in kube-scheduler
+        return resources or list(DEFAULT_RESOURCES)
+
+    @model_validator(mode="after")
+    def _shape_matches_type(self) -> ScoringStrategy:
+        if self.type == REQUESTED_TO_CAPACITY_RATIO and self.requested_to_capacity_ratio is None:
+            raise ValueError("requestedToCapacityRatio must be specified when type is RequestedToCapacityRatio")
+        if self.type != REQUESTED_TO_CAPACITY_RATIO and self.requested_to_capacity_ratio is not None:
+            raise ValueError("requestedToCapacityRatio must be unset when type is not RequestedToCapacityRatio")
+        return self
+
+
+class NodeResourcesFitArgs(PluginArgs):
+    ignored_resources: list[str] = Field(default_factory=list)
+    ignored_resource_groups: list[str] = Field(default_factory=list)
+    scoring_strategy: ScoringStrategy = Field(default_factory=lambda: ScoringStrategy(type=LEAST_ALLOCATED))
+
+    @field_validator("ignored_resources")
+    @classmethod
+    def _resource_names(cls, names: list[str]) -> list[str]:
+        for name in names:
+            problem = _qualified_name_error(name)
+            if problem:
+                raise ValueError(problem)
+        return names
+
+    @field_validator("ignored_resource_groups")
+    @classmethod
+    def _group_names(cls, groups: list[str]) -> list[str]:
+        for group in groups:
+            if "/" in group:
+                raise ValueError(f"resource group name {group!r} can't contain '/'")
+            problem = _qualified_name_error(group)
+            if problem:
+                raise ValueError(problem)
+        return groups
+
+
+# ------------------------------------------------------------------------------------- filter side
+class FitRequest:
+    """A pod's request over the columns Filter checks, in the order kube-scheduler reports
+    shortages: pods, cpu, memory, ephemeral-storage, then the scalar resources by name. A row's
+    shortages form a bit code (bit i: column i short); statuses are built once per code."""
+
+    __slots__ = ("_statuses", "bits", "cols", "names", "values")
+
+    def __init__(self, names: list[str], cols: list[int], values: list[int]) -> None:
+        self.names = names
+        self.cols = np.array(cols, dtype=np.int64)
+        self.values = np.array(values, dtype=np.int64)
+        self.bits = np.left_shift(np.int64(1), np.arange(len(cols), dtype=np.int64))
+        self._statuses: dict[int, Status] = {}
+
+    def status(self, code: int) -> Status:
+        st = self._statuses.get(code)
+        if st is None:
+            reasons = tuple(
+                TOO_MANY_PODS if name == PODS else f"Insufficient {name}"
+                for i, name in enumerate(self.names) if code >> i & 1
+            )
+            st = self._statuses[code] = unschedulable(*reasons)
+        return st
+
+
+def _report_order(name: str) -> tuple[int, str]:
+    return ({PODS: 0, CPU: 1, MEMORY: 2, EPHEMERAL_STORAGE: 3}.get(name, 4), name)
+
+
+def build_fit_request(snapshot: Any, requests: Mapping[str, int], ignored: frozenset[str],
+                      ignored_groups: frozenset[str]) -> FitRequest:
+    vec = snapshot.request_vector(requests)  # adds columns for resources no node has yet
+    checked = [PODS]
+    for name, value in requests.items():
+        if value <= 0 or name == PODS:
+            continue
+        if is_extended_resource(name) and (name in ignored or name.split("/", 1)[0] in ignored_groups):
+            continue
+        checked.append(name)
+    checked.sort(key=_report_order)
+    cols = [snapshot.resource_col[n] for n in checked]
+    return FitRequest(checked, cols, [int(vec[c]) for c in cols])
+
+
+def fit_filter(snapshot: Any, request: FitRequest, rows: np.ndarray) -> FilterResult | None:
+    cols = request.cols
+    index = np.ix_(rows, cols)
+    free = snapshot.allocatable[index] - snapshot.requested[index]
+    short = free < request.values
+    if cols.size == 1:
+        passed = ~short[:, 0]
+        return FilterResult.uniform(passed, request.status(1))
+    codes = short.astype(np.int64) @ request.bits
+    passed = codes == 0
+    if passed.all():
+        return None
+    if cols.size <= _TABLE_BITS:
+        present = np.flatnonzero(np.bincount(codes, minlength=1 << cols.size))
+        table = np.zeros(1 << cols.size, dtype=np.int64)
+        statuses: list[Status] = []
+        for code in present.tolist():
+            if code:
+                table[code] = len(statuses)
+                statuses.append(request.status(code))
+        return FilterResult(passed, statuses, table[codes])
+    uniq, inverse = np.unique(codes, return_inverse=True)
+    return FilterResult(passed, [request.status(int(c)) for c in uniq.tolist()], inverse)
+
+
+# -------------------------------------------------------------------------------------- score side
+def pod_score_request(pod: Pod, name: str, use_requested: bool) -> int:
+    """The pod's request for one scored resource: cpu and memory with kube-scheduler's defaults for
+    containers that ask for none unless `use_requested`."""
+    if not use_requested:
+        if name == CPU:
+            return pod.nonzero_cpu
+        if name == MEMORY:
+            return pod.nonzero_memory
+    return pod.requests.get(name, 0)
+
+
+def node_usage(snapshot: Any, rows: np.ndarray, name: str, pod_request: int,
+               use_requested: bool) -> tuple[np.ndarray, np.ndarray] | None:
+    """(allocatable, requested including the pod) of one resource on `rows`; None when the
+    resource is left out of scoring everywhere (a scalar the pod does not request, `pods`, or a
+    resource no node has)."""
+    if name == PODS:
+        return None
+    if pod_request == 0 and name not in (CPU, MEMORY, EPHEMERAL_STORAGE):
+        return None
+    col = snapshot.resource_col.get(name)
+    if col is None:
+        return None
+    alloc = snapshot.allocatable[rows, col]
+    if name in (CPU, MEMORY) and not use_requested:
+        used = snapshot.nonzero_requested[rows, 0 if name == CPU else 1]
+    else:
+        used = snapshot.requested[rows, col]
+    return alloc, used + pod_request
+
+
+def broken_linear_table(shape: Sequence[UtilizationShapePoint]) -> np.ndarray:
+    """The shape function at every utilization 0..100, scores scaled to 0..100; between points the
+    line is evaluated in integers truncated toward zero, as kube-scheduler does."""
+    scale = MAX_NODE_SCORE // MAX_CUSTOM_PRIORITY_SCORE
+    points = [(p.utilization, p.score * scale) for p in shape]
+    table = np.empty(MAX_UTILIZATION + 1, dtype=np.int64)
+    for p in range(MAX_UTILIZATION + 1):
+        value = points[-1][1]
+        for i, (u, s) in enumerate(points):
+            if p <= u:
+                if i == 0:
+                    value = s
+                else:
+                    u0, s0 = points[i - 1]
+                    num = (s - s0) * (p - u0)
+                    den = u - u0
+                    step = abs(num) // den
+                    value = s0 + (step if num >= 0 else -step)
+                break
+        table[p] = value
+    return table
+
+
+class _ScorePlan:
+    """The pod's request per configured resource, fixed at PreScore."""
+
+    __slots__ = ("requests",)
+
+    def __init__(self, requests: list[int]) -> None:
+        self.requests = requests
+
+
+class NodeResourcesFit(Plugin):
+    NAME = NAME
+    Args = NodeResourcesFitArgs
+
+    def __init__(self, handle: Handle, args: PluginArgs | None = None) -> None:
+        super().__init__(handle, args)
+        fit_args = args if isinstance(args, NodeResourcesFitArgs) else NodeResourcesFitArgs()
+        self.fit_args = fit_args
+        self._ignored = frozenset(fit_args.ignored_resources)
+        self._ignored_groups = frozenset(fit_args.ignored_resource_groups)
+        strategy = fit_args.scoring_strategy
+        self._strategy = strategy.type
+        self._resources = [(r.name, r.weight) for r in strategy.resources]
+        self._shape_table = (
+            broken_linear_table(strategy.requested_to_capacity_ratio.shape)
+            if strategy.requested_to_capacity_ratio is not None else None
+        )
+        # pods stamped from one template share their request: one FitRequest per distinct request
+        self._requests: dict[tuple[tuple[str, int], ...], FitRequest] = {}
+        self._requests_snapshot = -1
+
+    def events_to_register(self) -> Sequence[ClusterEvent]:
+        # a pod removed or shrunk frees room; a node added or given more allocatable
+        return (POD_DELETE, POD_UPDATE, NODE_ADD, NODE_UPDATE)
+
+    # ---------------------------------------------------------------------------- filter
+    def _fit_request(self, pod: Pod) -> FitRequest:
+        snapshot = self.handle.snapshot
+        if id(snapshot) != self._requests_snapshot:
+            self._requests.clear()
+            self._requests_snapshot = id(snapshot)
+        key = tuple(sorted(pod.requests.items()))
+        request = self._requests.get(key)
+        if request is None:
+            if len(self._requests) >= _CACHE_LIMIT:
+                self._requests.clear()
+            request = build_fit_request(snapshot, pod.requests, self._ignored, self._ignored_groups)
+            self._requests[key] = request
+        return request
+
+    def pre_filter(self, state: CycleState, pod: Pod) -> tuple[PreFilterResult | None, Status | None]:
+        state.write(_PRE_FILTER_KEY, self._fit_request(pod))
+        return None, None
+
+    def filter(self, state: CycleState, pod: Pod, rows: np.ndarray) -> FilterResult | None:
+        request = state.read(_PRE_FILTER_KEY)
+        if request is None:
+            request = self._fit_request(pod)
+        return fit_filter(self.handle.snapshot, request, rows)
+
+    # ---------------------------------------------------------------------------- score
+    def pre_score(self, state: CycleState, pod: Pod, rows: np.ndarray) -> Status | None:
+        state.write(_PRE_SCORE_KEY, _ScorePlan([pod_score_request(pod, n, False) for n, _ in self._resources]))
+        return None
+
+    def score(self, state: CycleState, pod: Pod, rows: np.ndarray) -> np.ndarray:
+        plan = state.read(_PRE_SCORE_KEY)
+        if plan is None:
+            plan = _ScorePlan([pod_score_request(pod, n, False) for n, _ in self._resources])
+        snapshot = self.handle.snapshot
+        total = np.zeros(rows.size, dtype=np.int64)
+        weights = np.zeros(rows.size, dtype=np.int64)
+        rtcr = self._shape_table
+        for (name, weight), pod_request in zip(self._resources, plan.requests):
+            usage = node_usage(snapshot, rows, name, pod_request, use_requested=False)
+            if usage is None:
+                continue
+            alloc, requested = usage
+            present = alloc != 0
+            if not present.any():
+                continue
+            safe = np.where(present, alloc, 1)
+            over = requested > alloc
+            if rtcr is not None:
+                utilization = np.where(over, MAX_UTILIZATION, requested * MAX_UTILIZATION // safe)
+                resource_score = rtcr[np.clip(utilization, 0, MAX_UTILIZATION)]
+                # a resource scoring 0 on the shape is left out of the mean
+                counted = present & (resource_score > 0)
+            elif self._strategy == MOST_ALLOCATED:
+                resource_score = np.minimum(requested, alloc) * MAX_NODE_SCORE // safe
+                counted = present
+            else:
+                resource_score = np.where(over, 0, (alloc - requested) * MAX_NODE_SCORE // safe)
+                counted = present
+            total += np.where(counted, resource_score * weight, 0)
+            weights += np.where(counted, weight, 0)
+        has = weights > 0
+        safe_w = np.where(has, weights, 1)
+        if rtcr is not None:
+            # the weighted mean rounded half away from zero (all terms are non-negative)
+            return np.where(has, (2 * total + safe_w) // (2 * safe_w), 0)
+        return np.where(has, total // safe_w, 0)

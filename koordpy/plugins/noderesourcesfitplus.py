@@ -1,0 +1,134 @@
+"""NodeResourcesFitPlus (Koordinator): a scoring strategy and a weight per resource, so that, for
+example, GPU pods pack onto GPU nodes (MostAllocated) while cpu and memory spread out
+(LeastAllocated).
+
+For a pod and a node, every resource the pod requests (> 0) that the args configure is scored:
+
+    requested = node's requests + the pod's (cpu and memory with the 100m / 200Mi "non-zero"
+                defaults for containers that ask for none, on both sides)
+    MostAllocated:  0 if allocatable is 0, else min(requested, allocatable) * 100 // allocatable
+    LeastAllocated: 0 if allocatable is 0 or requested > allocatable,
+                    else (allocatable - requested) * 100 // allocatable
+
+and the node's score is sum(score * weight) // sum(weight), or 100 when no configured resource is
+requested (or every weight applying is 0). A resource a node lacks scores 0 but its weight still
+counts. Score only; no normalization.
+
+Args: `resources: {<name>: {type: MostAllocated | LeastAllocated, weight: int >= 0}}` (a missing
+weight is 1). koordpy's default, used when the plugin is configured without args, is
+`{nvidia.com/gpu: {type: MostAllocated, weight: 2}, cpu: {type: LeastAllocated, weight: 1},
+memory: {type: LeastAllocated, weight: 1}}`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from pydantic import Field, field_validator
+
+from koordpy.api.pod import Pod
+from koordpy.api.resources import CPU, MEMORY
+from koordpy.config.args import PluginArgs
+from koordpy.framework.cycle_state import CycleState
+from koordpy.framework.handle import Handle
+from koordpy.framework.interfaces import MAX_NODE_SCORE, Plugin
+from koordpy.framework.status import Status
+
+NAME = "NodeResourcesFitPlus"
+
+MOST_ALLOCATED = "MostAllocated"
+LEAST_ALLOCATED = "LeastAllocated"
+
+_PRE_SCORE_KEY = "PreScore" + NAME
+
+
+class ResourceStrategy(PluginArgs):
+    type: Literal["MostAllocated", "LeastAllocated"]
+    weight: int = Field(default=1, ge=0)
+
+
+def _default_resources() -> dict[str, ResourceStrategy]:
+    return {
+        "nvidia.com/gpu": ResourceStrategy(type=MOST_ALLOCATED, weight=2),
+        CPU: ResourceStrategy(type=LEAST_ALLOCATED, weight=1),
+        MEMORY: ResourceStrategy(type=LEAST_ALLOCATED, weight=1),
+    }
+
+
+class NodeResourcesFitPlusArgs(PluginArgs):
+    resources: dict[str, ResourceStrategy] = Field(default_factory=_default_resources)
+
+    @field_validator("resources")
+    @classmethod
+    def _names(cls, resources: dict[str, ResourceStrategy]) -> dict[str, ResourceStrategy]:
+        for name in resources:
+            if not name.strip():
+                raise ValueError("resource names must not be empty")
+        return resources
+
+
+class _Plan:
+    """The configured resources the pod requests: (name, pod request, most allocated?, weight)."""
+
+    __slots__ = ("items", "weight_sum")
+
+    def __init__(self, items: list[tuple[str, int, bool, int]]) -> None:
+        self.items = items
+        self.weight_sum = sum(w for *_, w in items)
+
+
+class NodeResourcesFitPlus(Plugin):
+    NAME = NAME
+    Args = NodeResourcesFitPlusArgs
+
+    def __init__(self, handle: Handle, args: PluginArgs | None = None) -> None:
+        super().__init__(handle, args)
+        plus_args = args if isinstance(args, NodeResourcesFitPlusArgs) else NodeResourcesFitPlusArgs()
+        self._resources = {name: (s.type == MOST_ALLOCATED, s.weight) for name, s in plus_args.resources.items()}
+
+    def _plan(self, pod: Pod) -> _Plan:
+        items = []
+        for name, value in pod.requests.items():
+            strategy = self._resources.get(name)
+            if value <= 0 or strategy is None:
+                continue
+            if name == CPU:
+                value = pod.nonzero_cpu
+            elif name == MEMORY:
+                value = pod.nonzero_memory
+            items.append((name, value, strategy[0], strategy[1]))
+        return _Plan(items)
+
+    def pre_score(self, state: CycleState, pod: Pod, rows: np.ndarray) -> Status | None:
+        state.write(_PRE_SCORE_KEY, self._plan(pod))
+        return None
+
+    def score(self, state: CycleState, pod: Pod, rows: np.ndarray) -> np.ndarray:
+        plan = state.read(_PRE_SCORE_KEY)
+        if plan is None:
+            plan = self._plan(pod)
+        if plan.weight_sum == 0:
+            return np.full(rows.size, MAX_NODE_SCORE, dtype=np.int64)
+        snapshot = self.handle.snapshot
+        total = np.zeros(rows.size, dtype=np.int64)
+        for name, pod_request, most, weight in plan.items:
+            if weight == 0:
+                continue
+            col = snapshot.resource_col.get(name)
+            if col is None:
+                continue  # no node has it: scores 0 everywhere
+            alloc = snapshot.allocatable[rows, col]
+            if name in (CPU, MEMORY):
+                requested = snapshot.nonzero_requested[rows, 0 if name == CPU else 1] + pod_request
+            else:
+                requested = snapshot.requested[rows, col] + pod_request
+            present = alloc != 0
+            safe = np.where(present, alloc, 1)
+            if most:
+                resource_score = np.where(present, np.minimum(requested, alloc) * MAX_NODE_SCORE // safe, 0)
+            else:
+                fits = present & (requested <= alloc)
+                resource_score = np.where(fits, (alloc - requested) * MAX_NODE_SCORE // safe, 0)
+            total += resource_score * weight
+        return total // plan.weight_sum

@@ -1,0 +1,276 @@
+"""The scheduling queue of one profile: activeQ, backoffQ, the unschedulable pool and gated pods.
+
+- activeQ is a heap ordered by the profile's QueueSort plugin.
+- A pod that failed waits in backoffQ until its exponential backoff ends (Error) or in the
+  unschedulable pool until a cluster event that could help arrives (rejection); the pool is also
+  flushed after `max_unschedulable_seconds` in case no such event comes.
+- PreEnqueue plugins gate pods before they ever reach activeQ; gated pods are re-checked on events.
+- Heaps use lazy deletion: an entry is live only while its sequence number matches the pod's.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from koordpy.api.pod import Pod
+from koordpy.framework.interfaces import ClusterEvent
+from koordpy.framework.queued import QueuedPodInfo
+from koordpy.framework.status import Status
+
+ACTIVE = "active"
+BACKOFF = "backoff"
+UNSCHEDULABLE = "unschedulable"
+GATED = "gated"
+
+SortKey = Callable[[QueuedPodInfo], tuple]  # type: ignore[type-arg]
+PreEnqueue = Callable[[Pod], Status | None]
+
+
+@dataclass(slots=True)
+class QueueSettings:
+    initial_backoff: float = 1.0
+    max_backoff: float = 10.0
+    max_unschedulable_seconds: float = 300.0
+
+
+class SchedulingQueue:
+    def __init__(
+        self,
+        sort_key: SortKey,
+        pre_enqueue: PreEnqueue,
+        events_of_plugin: dict[str, tuple[ClusterEvent, ...]],
+        settings: QueueSettings,
+        now: Callable[[], float],
+    ) -> None:
+        self._sort_key = sort_key
+        self._pre_enqueue = pre_enqueue
+        self._events_of_plugin = events_of_plugin
+        self.settings = settings
+        self._now = now
+        self._seq = itertools.count()
+        self._active: list[tuple[tuple, int, QueuedPodInfo]] = []  # type: ignore[type-arg]
+        self._backoff: list[tuple[float, int, QueuedPodInfo]] = []
+        self.where: dict[str, str] = {}
+        self.infos: dict[str, QueuedPodInfo] = {}
+        self._unschedulable_since: dict[str, float] = {}
+        self.in_flight: set[str] = set()
+        # bumps on every event that moved pods; a pod whose cycle started before the last move
+        # goes to backoff, not to the pool, so the event that arrived mid-cycle is not lost
+        self._move_cycle = 0
+        self._cycle = 0
+        self._cycle_of: dict[str, int] = {}
+
+    # ----------------------------------------------------------------------------- counts
+    def counts(self) -> dict[str, int]:
+        out = {ACTIVE: 0, BACKOFF: 0, UNSCHEDULABLE: 0, GATED: 0}
+        for where in self.where.values():
+            out[where] += 1
+        return out
+
+    def __len__(self) -> int:
+        return len(self.where)
+
+    def has_active(self) -> bool:
+        self._drop_stale_active()
+        return bool(self._active)
+
+    # ----------------------------------------------------------------------------- adding
+    def add(self, pod: Pod) -> None:
+        """A new pending pod."""
+        now = self._now()
+        info = QueuedPodInfo(pod=pod, timestamp=now, initial_attempt_timestamp=now)
+        self.infos[pod.key] = info
+        self._enqueue(info)
+
+    def _enqueue(self, info: QueuedPodInfo) -> None:
+        """PreEnqueue, then activeQ or the gated set."""
+        st = self._pre_enqueue(info.pod)
+        if st is not None:
+            info.gated_by = st.plugin
+            info.gated_message = st.message
+            self.where[info.key] = GATED
+            return
+        info.gated_by = ""
+        info.gated_message = ""
+        self._push_active(info)
+
+    def _push_active(self, info: QueuedPodInfo) -> None:
+        info.seq = next(self._seq)
+        self.where[info.key] = ACTIVE
+        self._unschedulable_since.pop(info.key, None)
+        heapq.heappush(self._active, (self._sort_key(info), info.seq, info))
+
+    def _push_backoff(self, info: QueuedPodInfo) -> None:
+        info.seq = next(self._seq)
+        self.where[info.key] = BACKOFF
+        self._unschedulable_since.pop(info.key, None)
+        heapq.heappush(self._backoff, (info.backoff_expiry, info.seq, info))
+
+    def update(self, pod: Pod) -> None:
+        """The pod object changed while pending: it may have become schedulable."""
+        info = self.infos.get(pod.key)
+        if info is None:
+            self.add(pod)
+            return
+        info.pod = pod
+        where = self.where.get(pod.key)
+        if where in (GATED, UNSCHEDULABLE) or where is None:
+            self._requeue_after_event(info)
+        elif where == ACTIVE:
+            # the sort key may have changed (priority); re-push, the old entry goes stale
+            self._push_active(info)
+
+    def delete(self, key: str) -> None:
+        self.where.pop(key, None)
+        self.infos.pop(key, None)
+        self._unschedulable_since.pop(key, None)
+        self.in_flight.discard(key)
+        self._cycle_of.pop(key, None)
+
+    # ----------------------------------------------------------------------------- popping
+    def _drop_stale_active(self) -> None:
+        while self._active:
+            _, seq, info = self._active[0]
+            if self.where.get(info.key) == ACTIVE and info.seq == seq and self.infos.get(info.key) is info:
+                return
+            heapq.heappop(self._active)
+
+    def pop(self) -> QueuedPodInfo | None:
+        self._drop_stale_active()
+        if not self._active:
+            return None
+        _, _, info = heapq.heappop(self._active)
+        del self.where[info.key]
+        info.attempts += 1
+        self._cycle += 1
+        self._cycle_of[info.key] = self._cycle
+        self.in_flight.add(info.key)
+        return info
+
+    def peek_key(self) -> tuple | None:  # type: ignore[type-arg]
+        self._drop_stale_active()
+        return self._active[0][0] if self._active else None
+
+    def done(self, key: str) -> None:
+        """The pod left the scheduler (bound, or deleted)."""
+        self.in_flight.discard(key)
+        self._cycle_of.pop(key, None)
+        if key not in self.where:
+            self.infos.pop(key, None)
+
+    # ----------------------------------------------------------------------------- failures
+    def backoff_duration(self, attempts: int) -> float:
+        duration = self.settings.initial_backoff
+        for _ in range(1, attempts):
+            duration *= 2
+            if duration >= self.settings.max_backoff:
+                return self.settings.max_backoff
+        return min(duration, self.settings.max_backoff)
+
+    def add_unschedulable(self, info: QueuedPodInfo, plugins: Iterable[str], error: bool = False) -> None:
+        """After a failed attempt: the pool (rejection) or backoffQ (error, or an event that could
+        help arrived while the pod was being scheduled)."""
+        key = info.key
+        self.in_flight.discard(key)
+        if key not in self.infos:
+            return  # deleted meanwhile
+        now = self._now()
+        info.timestamp = now
+        info.unschedulable_plugins = set(plugins)
+        info.backoff_expiry = now + self.backoff_duration(info.attempts)
+        started = self._cycle_of.pop(key, 0)
+        if error or self._move_cycle >= started > 0:
+            self._push_backoff(info)
+            return
+        self.where[key] = UNSCHEDULABLE
+        self._unschedulable_since[key] = now
+
+    def requeue_immediately(self, info: QueuedPodInfo) -> None:
+        """Put an in-flight pod straight back into activeQ (e.g. a gang member not tried yet)."""
+        self.in_flight.discard(info.key)
+        self._cycle_of.pop(info.key, None)
+        if info.key in self.infos:
+            self._enqueue(info)
+
+    # ----------------------------------------------------------------------------- moving
+    def _requeue_after_event(self, info: QueuedPodInfo) -> None:
+        if info.backoff_expiry > self._now() and info.attempts > 0:
+            st = self._pre_enqueue(info.pod)
+            if st is not None:
+                info.gated_by, info.gated_message = st.plugin, st.message
+                self.where[info.key] = GATED
+                return
+            self._push_backoff(info)
+        else:
+            self._enqueue(info)
+
+    def _helps(self, info: QueuedPodInfo, event: ClusterEvent) -> bool:
+        if not info.unschedulable_plugins:
+            return True
+        for name in info.unschedulable_plugins:
+            for registered in self._events_of_plugin.get(name, ()):
+                if registered.covers(event):
+                    return True
+        return False
+
+    def on_event(self, event: ClusterEvent) -> int:
+        """Move unschedulable pods that `event` could help, and re-check gated pods."""
+        self._move_cycle = self._cycle
+        moved = 0
+        for key, where in list(self.where.items()):
+            info = self.infos[key]
+            if where == UNSCHEDULABLE and self._helps(info, event):
+                self._requeue_after_event(info)
+                moved += 1
+            elif where == GATED:
+                st = self._pre_enqueue(info.pod)
+                if st is None:
+                    self._requeue_after_event(info)
+                    moved += 1
+                else:
+                    info.gated_message = st.message
+        return moved
+
+    def activate(self, keys: Iterable[str]) -> None:
+        """Move these pods to activeQ now, wherever they wait (gang siblings)."""
+        for key in keys:
+            info = self.infos.get(key)
+            if info is None or key in self.in_flight:
+                continue
+            if self.where.get(key) in (UNSCHEDULABLE, BACKOFF, GATED):
+                self._enqueue(info)
+
+    def flush(self) -> None:
+        """Backoff that has ended goes to activeQ; pods in the pool too long go back too."""
+        now = self._now()
+        while self._backoff:
+            expiry, seq, info = self._backoff[0]
+            if self.where.get(info.key) != BACKOFF or info.seq != seq or self.infos.get(info.key) is not info:
+                heapq.heappop(self._backoff)
+                continue
+            if expiry > now:
+                break
+            heapq.heappop(self._backoff)
+            self._enqueue(info)
+        limit = self.settings.max_unschedulable_seconds
+        for key, since in list(self._unschedulable_since.items()):
+            if now - since >= limit and self.where.get(key) == UNSCHEDULABLE:
+                self._requeue_after_event(self.infos[key])
+
+    def next_deadline(self, include_flush: bool = True) -> float | None:
+        """When flush() will next have something to do (`include_flush` False: leave out the
+        periodic flush of the unschedulable pool)."""
+        times: list[float] = []
+        # called only when the scheduler is idle, so a scan of the heap is fine
+        live = [e for e, s, i in self._backoff if self.where.get(i.key) == BACKOFF and i.seq == s]
+        if live:
+            times.append(min(live))
+        if include_flush and self._unschedulable_since:
+            times.append(min(self._unschedulable_since.values()) + self.settings.max_unschedulable_seconds)
+        return min(times) if times else None
+
+    def pending(self, where: str | None = None) -> list[QueuedPodInfo]:
+        return [self.infos[k] for k, w in self.where.items() if where is None or w == where]

@@ -1,0 +1,115 @@
+"""Fixtures for end-to-end tests against a real control plane.
+
+``control_plane`` (session): etcd + kube-apiserver v1.33 + KWOK on loopback,
+with the CRDs from ``crds/*.yaml`` installed. Missing binaries are built with
+``hack/controlplane/build.sh`` (needs Go); without Go the tests are skipped,
+or fail when ``CI=true``.
+
+``kube_api`` (function): a kubernetes_asyncio ``ApiClient`` for the admin user,
+built from its own ``Configuration()``.
+
+Every test in this directory is marked ``e2e``, and its async tests run in the
+session event loop (the loop async fixtures use, see pyproject.toml).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes_asyncio import client, config
+from pytest_asyncio import is_async_test
+
+from tests.support.controlplane import (
+    BUILD_SCRIPT,
+    CRD_DIR,
+    ControlPlane,
+    ControlPlaneError,
+    bin_dir,
+    binaries_up_to_date,
+    build_binaries,
+    missing_binaries,
+)
+
+E2E_DIR = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if E2E_DIR not in Path(item.path).resolve().parents:
+            continue
+        item.add_marker(pytest.mark.e2e)
+        if is_async_test(item):
+            # Same loop as the (session-loop) async fixtures such as kube_api.
+            item.add_marker(pytest.mark.asyncio(loop_scope="session"), append=False)
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() == "true"
+
+
+def _shout(config: pytest.Config, message: str) -> None:
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line("")
+        reporter.write_line(message, red=True, bold=True)
+
+
+def _ensure_binaries(request: pytest.FixtureRequest) -> None:
+    if binaries_up_to_date():
+        return
+    missing = missing_binaries()
+    if shutil.which("go") is None:
+        if not missing:
+            _shout(request.config, f"WARNING: control-plane binaries in {bin_dir()} are stale "
+                                   f"and there is no 'go' to rebuild them; using them anyway")
+            return
+        reason = (
+            f"!!! E2E CONTROL PLANE UNAVAILABLE: binaries missing from {bin_dir()} "
+            f"({', '.join(missing)}) and no 'go' on PATH to build them with {BUILD_SCRIPT}. "
+            "Install Go >= 1.24 (with access to a Go module proxy) and re-run."
+        )
+        _shout(request.config, reason)
+        if _in_ci():
+            pytest.fail(reason + " (CI=true: failing instead of skipping)", pytrace=False)
+        pytest.skip(reason)
+    capture = request.config.pluginmanager.getplugin("capturemanager")
+    _shout(request.config, f"Building the e2e control plane with {BUILD_SCRIPT} "
+                           "(a cold build takes 10-25 minutes) ...")
+    try:
+        if capture is not None:
+            with capture.global_and_fixture_disabled():
+                build_binaries()
+        else:
+            build_binaries()
+    except ControlPlaneError as exc:
+        pytest.fail(f"building the control plane failed: {exc}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def control_plane(request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
+    _ensure_binaries(request)
+    cp = ControlPlane()
+    try:
+        cp.start()
+        cp.apply_crds(sorted(CRD_DIR.glob("*.yaml")))
+    except ControlPlaneError as exc:
+        cp.stop()
+        pytest.fail(f"starting the control plane failed: {exc}", pytrace=False)
+    try:
+        yield cp
+    finally:
+        cp.stop()
+
+
+@pytest.fixture
+async def kube_api(control_plane: ControlPlane) -> AsyncIterator[client.ApiClient]:
+    configuration = client.Configuration()
+    await config.load_kube_config(
+        config_file=str(control_plane.kubeconfig), client_configuration=configuration
+    )
+    async with client.ApiClient(configuration=configuration) as api:
+        yield api
