@@ -23,7 +23,7 @@ from koordpy.config.models import SchedulerConfiguration
 from koordpy.framework.clock import Clock
 from koordpy.framework.cycle_state import CycleState
 from koordpy.framework.diagnosis import Diagnosis, fit_error_message
-from koordpy.framework.effects import Bind, Effect, Nominate, PodUnschedulable, RecordEvent
+from koordpy.framework.effects import Bind, Effect, Evict, Nominate, PodUnschedulable, RecordEvent
 from koordpy.framework.handle import Handle
 from koordpy.framework.interfaces import (
     NODE_ADD,
@@ -54,6 +54,8 @@ class SchedulerObserver(Protocol):
     def attempt(self, result: str, profile: str, seconds: float) -> None: ...
     def scheduled(self, profile: str, attempts: int, seconds_since_first_attempt: float) -> None: ...
     def extension_point(self, point: str, plugin: str, status: str, seconds: float) -> None: ...
+    # after PostFilter ran for a pod: how many victims it chose to evict (0 when preemption found none)
+    def preemption(self, profile: str, victims: int) -> None: ...
 
 
 class NullObserver:
@@ -64,6 +66,9 @@ class NullObserver:
         pass
 
     def extension_point(self, point: str, plugin: str, status: str, seconds: float) -> None:
+        pass
+
+    def preemption(self, profile: str, victims: int) -> None:
         pass
 
 
@@ -391,7 +396,11 @@ class Scheduler:
             return
         nominated: str | None = None
         if profile.post_filter:
+            outbox_before = len(self.outbox)
             result = profile.run_post_filter(state, pod, diagnosis)
+            self.observer.preemption(
+                profile.name, sum(1 for e in self.outbox[outbox_before:] if isinstance(e, Evict))
+            )
             if result.status.message and not result.status.is_success:
                 diagnosis.post_filter_msg = result.status.message
             if result.nominated_node is not None:

@@ -10,7 +10,14 @@ import numpy as np
 
 from koordpy.api.pod import Pod
 from koordpy.framework.cycle_state import CycleState
-from koordpy.framework.interfaces import NODE_ADD, POD_DELETE, ClusterEvent, FilterResult, Plugin, PreFilterResult
+from koordpy.framework.interfaces import (
+    NODE_ADD,
+    POD_DELETE,
+    ClusterEvent,
+    FilterResult,
+    Plugin,
+    PreFilterResult,
+)
 from koordpy.framework.status import SKIP, Status, unschedulable
 
 NAME = "NodePorts"

@@ -38,16 +38,18 @@ class BalancedResourceSpec(ResourceSpec):
         return value
 
 
+def _default_resources() -> list[BalancedResourceSpec]:
+    return [BalancedResourceSpec(name=r.name, weight=r.weight) for r in DEFAULT_RESOURCES]
+
+
 class NodeResourcesBalancedAllocationArgs(PluginArgs):
-    resources: list[BalancedResourceSpec] = Field(
-        default_factory=lambda: [BalancedResourceSpec(name=r.name, weight=r.weight) for r in DEFAULT_RESOURCES]
-    )
+    resources: list[BalancedResourceSpec] = Field(default_factory=_default_resources)
 
     @field_validator("resources")
     @classmethod
     def _distinct(cls, resources: list[BalancedResourceSpec]) -> list[BalancedResourceSpec]:
         if not resources:
-            return [BalancedResourceSpec(name=r.name, weight=r.weight) for r in DEFAULT_RESOURCES]
+            return _default_resources()
         seen: set[str] = set()
         for r in resources:
             if r.name in seen:
@@ -92,8 +94,9 @@ class NodeResourcesBalancedAllocation(Plugin):
 
     def __init__(self, handle: Handle, args: PluginArgs | None = None) -> None:
         super().__init__(handle, args)
-        ba_args = args if isinstance(args, NodeResourcesBalancedAllocationArgs) else NodeResourcesBalancedAllocationArgs()
-        self._names = [r.name for r in ba_args.resources]
+        if not isinstance(args, NodeResourcesBalancedAllocationArgs):
+            args = NodeResourcesBalancedAllocationArgs()
+        self._names = [r.name for r in args.resources]
 
     def pre_score(self, state: CycleState, pod: Pod, rows: np.ndarray) -> Status | None:
         requests = [pod_score_request(pod, n, True) for n in self._names]

@@ -17,9 +17,10 @@ pod does not request, and any resource the node has none of, are left out.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import numpy as np
 from pydantic import Field, field_validator, model_validator
@@ -44,9 +45,10 @@ from koordpy.framework.status import Status, unschedulable
 
 NAME = "NodeResourcesFit"
 
-LEAST_ALLOCATED = "LeastAllocated"
-MOST_ALLOCATED = "MostAllocated"
-REQUESTED_TO_CAPACITY_RATIO = "RequestedToCapacityRatio"
+StrategyType = Literal["LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"]
+LEAST_ALLOCATED: Final = "LeastAllocated"
+MOST_ALLOCATED: Final = "MostAllocated"
+REQUESTED_TO_CAPACITY_RATIO: Final = "RequestedToCapacityRatio"
 
 # RequestedToCapacityRatio shape scores are 0..10 in the configuration, 0..100 when scoring
 MAX_CUSTOM_PRIORITY_SCORE = 10
@@ -91,7 +93,10 @@ class ResourceSpec(PluginArgs):
         return value
 
 
-DEFAULT_RESOURCES: tuple[ResourceSpec, ...] = (ResourceSpec(name=CPU, weight=1), ResourceSpec(name=MEMORY, weight=1))
+DEFAULT_RESOURCES: tuple[ResourceSpec, ...] = (
+    ResourceSpec(name=CPU, weight=1),
+    ResourceSpec(name=MEMORY, weight=1),
+)
 
 
 class UtilizationShapePoint(PluginArgs):
@@ -105,14 +110,14 @@ class RequestedToCapacityRatioParam(PluginArgs):
     @field_validator("shape")
     @classmethod
     def _increasing(cls, shape: list[UtilizationShapePoint]) -> list[UtilizationShapePoint]:
-        for prev, point in zip(shape, shape[1:]):
+        for prev, point in itertools.pairwise(shape):
             if prev.utilization >= point.utilization:
                 raise ValueError("utilization values must be sorted in increasing order")
         return shape
 
 
 class ScoringStrategy(PluginArgs):
-    type: Literal["LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"]
+    type: StrategyType
     resources: list[ResourceSpec] = Field(default_factory=lambda: list(DEFAULT_RESOURCES))
     requested_to_capacity_ratio: RequestedToCapacityRatioParam | None = None
 
@@ -125,9 +130,11 @@ class ScoringStrategy(PluginArgs):
     @model_validator(mode="after")
     def _shape_matches_type(self) -> ScoringStrategy:
         if self.type == REQUESTED_TO_CAPACITY_RATIO and self.requested_to_capacity_ratio is None:
-            raise ValueError("requestedToCapacityRatio must be specified when type is RequestedToCapacityRatio")
+            raise ValueError("requestedToCapacityRatio must be specified when type is "
+                             "RequestedToCapacityRatio")
         if self.type != REQUESTED_TO_CAPACITY_RATIO and self.requested_to_capacity_ratio is not None:
-            raise ValueError("requestedToCapacityRatio must be unset when type is not RequestedToCapacityRatio")
+            raise ValueError("requestedToCapacityRatio must be unset when type is not "
+                             "RequestedToCapacityRatio")
         return self
 
 
@@ -342,14 +349,17 @@ class NodeResourcesFit(Plugin):
         return fit_filter(self.handle.snapshot, request, rows)
 
     # ---------------------------------------------------------------------------- score
+    def _score_plan(self, pod: Pod) -> _ScorePlan:
+        return _ScorePlan([pod_score_request(pod, name, use_requested=False) for name, _ in self._resources])
+
     def pre_score(self, state: CycleState, pod: Pod, rows: np.ndarray) -> Status | None:
-        state.write(_PRE_SCORE_KEY, _ScorePlan([pod_score_request(pod, n, False) for n, _ in self._resources]))
+        state.write(_PRE_SCORE_KEY, self._score_plan(pod))
         return None
 
     def score(self, state: CycleState, pod: Pod, rows: np.ndarray) -> np.ndarray:
         plan = state.read(_PRE_SCORE_KEY)
         if plan is None:
-            plan = _ScorePlan([pod_score_request(pod, n, False) for n, _ in self._resources])
+            plan = self._score_plan(pod)
         snapshot = self.handle.snapshot
         total = np.zeros(rows.size, dtype=np.int64)
         weights = np.zeros(rows.size, dtype=np.int64)

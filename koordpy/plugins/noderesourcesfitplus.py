@@ -22,7 +22,7 @@ memory: {type: LeastAllocated, weight: 1}}`.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Final, Literal
 
 import numpy as np
 from pydantic import Field, field_validator
@@ -37,8 +37,8 @@ from koordpy.framework.status import Status
 
 NAME = "NodeResourcesFitPlus"
 
-MOST_ALLOCATED = "MostAllocated"
-LEAST_ALLOCATED = "LeastAllocated"
+MOST_ALLOCATED: Final = "MostAllocated"
+LEAST_ALLOCATED: Final = "LeastAllocated"
 
 _PRE_SCORE_KEY = "PreScore" + NAME
 
@@ -85,7 +85,10 @@ class NodeResourcesFitPlus(Plugin):
     def __init__(self, handle: Handle, args: PluginArgs | None = None) -> None:
         super().__init__(handle, args)
         plus_args = args if isinstance(args, NodeResourcesFitPlusArgs) else NodeResourcesFitPlusArgs()
-        self._resources = {name: (s.type == MOST_ALLOCATED, s.weight) for name, s in plus_args.resources.items()}
+        self._resources = {
+            name: (strategy.type == MOST_ALLOCATED, strategy.weight)
+            for name, strategy in plus_args.resources.items()
+        }
 
     def _plan(self, pod: Pod) -> _Plan:
         items = []

@@ -21,7 +21,7 @@ from functools import partial
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from koordpy.api.affinity import DO_NOT_SCHEDULE, HONOR, IGNORE, SCHEDULE_ANYWAY, TopologySpreadConstraint
 from koordpy.api.labels import LabelSelector, selector_from_match_labels
@@ -50,8 +50,8 @@ NAME = "PodTopologySpread"
 ERR_REASON_CONSTRAINTS_NOT_MATCH = "node(s) didn't match pod topology spread constraints"
 ERR_REASON_NODE_LABEL_NOT_MATCH = ERR_REASON_CONSTRAINTS_NOT_MATCH + " (missing required label)"
 
-SYSTEM_DEFAULTING = "System"
-LIST_DEFAULTING = "List"
+SYSTEM_DEFAULTING: Literal["System"] = "System"
+LIST_DEFAULTING: Literal["List"] = "List"
 
 NODE_DELETE = ClusterEvent("Node", "Delete")
 
@@ -145,7 +145,16 @@ class DefaultConstraint(PluginArgs):
 class PodTopologySpreadArgs(PluginArgs):
     default_constraints: list[DefaultConstraint] = Field(default_factory=list)
     # declared after default_constraints so its validator sees them
-    defaulting_type: Literal["System", "List"] = Field(default=SYSTEM_DEFAULTING, validate_default=True)
+    defaulting_type: Literal["System", "List"] = SYSTEM_DEFAULTING
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_to_system(cls, data: Any) -> Any:
+        # kube-scheduler's v1 defaulting fills in System before validation, so that System
+        # with a list of constraints is rejected even when the type was left out
+        if isinstance(data, Mapping) and "defaultingType" not in data and "defaulting_type" not in data:
+            return {**data, "defaultingType": SYSTEM_DEFAULTING}
+        return data
 
     @field_validator("default_constraints")
     @classmethod

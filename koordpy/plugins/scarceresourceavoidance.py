@@ -85,4 +85,5 @@ class ScarceResourceAvoidance(Plugin):
             spare = spare - nodes.has[np.ix_(rows, requested_cols)].sum(axis=1, dtype=np.int64)
         scarce = nodes.has[np.ix_(rows, scarce_cols)].sum(axis=1, dtype=np.int64)
         penalized = (spare > 0) & (scarce > 0)
-        return np.where(penalized, (spare - scarce) * MAX_NODE_SCORE // np.where(penalized, spare, 1), MAX_NODE_SCORE)
+        kept = (spare - scarce) * MAX_NODE_SCORE // np.where(penalized, spare, 1)
+        return np.where(penalized, kept, MAX_NODE_SCORE)

@@ -4,6 +4,7 @@ from typing import Any
 
 import pytest
 
+from koordpy.api.pod import Pod
 from koordpy.config.errors import ConfigError
 from koordpy.framework.diagnosis import fit_error_message
 from koordpy.framework.status import Code
@@ -53,7 +54,7 @@ def preferred(*weighted: tuple[int, dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def pod_with(node_selector: dict[str, str] | None = None, node_affinity: dict[str, Any] | None = None):  # type: ignore[no-untyped-def]
+def pod_with(node_selector: dict[str, str] | None = None, node_affinity: Spec = None) -> Pod:
     spec: dict[str, Any] = {}
     if node_selector is not None:
         spec["nodeSelector"] = node_selector

@@ -4,6 +4,7 @@ from typing import Any
 
 import pytest
 
+from koordpy.api.pod import Pod
 from koordpy.framework.diagnosis import fit_error_message
 from koordpy.framework.status import Code
 from koordpy.plugins.tainttoleration import NAME
@@ -25,7 +26,7 @@ def tol(key: str = "", operator: str = "Equal", value: str = "", effect: str = "
     return out
 
 
-def pod_tolerating(*tolerations: dict[str, Any]):  # type: ignore[no-untyped-def]
+def pod_tolerating(*tolerations: dict[str, Any]) -> Pod:
     return make_pod("p", spec={"tolerations": list(tolerations)})
 
 
