@@ -16,10 +16,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.workload import deployments, explicit_pods, nodes, to_yaml  # noqa: E402
-from koordpy.config.models import default_configuration  # noqa: E402
-from koordpy.simulate.loader import load_scenario  # noqa: E402
-from koordpy.simulate.runner import simulate  # noqa: E402
+from benchmarks.workload import deployments, explicit_pods, nodes, to_yaml
+from koordpy.config.models import default_configuration
+from koordpy.simulate.loader import load_scenario
+from koordpy.simulate.runner import simulate
 
 
 def machine() -> str:
@@ -46,9 +46,11 @@ def run_case(name: str, node_count: int, pods: int, explicit: bool) -> None:
         t2 = time.perf_counter()
     bound = sum(1 for p in report.pods if p.phase == "Bound")
     total = t2 - t0
-    print(f"{name:<34} nodes={node_count:<5} pods={pods:<6} bound={bound:<6} "
-          f"load={t1 - t0:6.2f}s schedule={t2 - t1:6.2f}s total={total:6.2f}s  "
-          f"{pods / total:7.0f} pods/s (whole run)  {pods / (t2 - t1):7.0f} pods/s (scheduling)")
+    print(
+        f"{name:<34} nodes={node_count:<5} pods={pods:<6} bound={bound:<6} "
+        f"load={t1 - t0:6.2f}s schedule={t2 - t1:6.2f}s total={total:6.2f}s  "
+        f"{pods / total:7.0f} pods/s (whole run)  {pods / (t2 - t1):7.0f} pods/s (scheduling)"
+    )
 
 
 def main() -> None:

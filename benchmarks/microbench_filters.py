@@ -46,51 +46,91 @@ def node_object(i: int) -> Node:
     if pool == "infra":
         taints.append({"key": "dedicated", "value": "infra", "effect": "NoSchedule"})
         taints.append({"key": "dedicated", "value": "infra", "effect": "NoExecute"})
-    return Node.from_dict({
-        "metadata": {
-            "name": f"node-{i:05d}",
-            "labels": {
-                "topology.kubernetes.io/zone": ZONES[i % len(ZONES)],
-                "pool": pool,
-                "cores": str(8 * (1 + i % 8)),
-                "node.kubernetes.io/instance-type": f"m{i % 6}.xlarge",
+    return Node.from_dict(
+        {
+            "metadata": {
+                "name": f"node-{i:05d}",
+                "labels": {
+                    "topology.kubernetes.io/zone": ZONES[i % len(ZONES)],
+                    "pool": pool,
+                    "cores": str(8 * (1 + i % 8)),
+                    "node.kubernetes.io/instance-type": f"m{i % 6}.xlarge",
+                },
             },
-        },
-        "spec": {"taints": taints},
-        "status": {"allocatable": {"cpu": "32", "memory": "128Gi", "pods": 110}},
-    })
+            "spec": {"taints": taints},
+            "status": {"allocatable": {"cpu": "32", "memory": "128Gi", "pods": 110}},
+        }
+    )
 
 
 def pod_object(i: int) -> Pod:
-    return Pod.from_dict({
-        "metadata": {"name": f"web-{i}", "namespace": "default", "labels": {"app": "web"}},
-        "spec": {
-            "containers": [{"name": "main", "image": "web:1", "resources": {"requests": {"cpu": "500m"}}}],
-            "nodeSelector": {"node.kubernetes.io/instance-type": "m1.xlarge"},
-            "affinity": {"nodeAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-                    {"matchExpressions": [
-                        {"key": "pool", "operator": "In", "values": ["general", "memory", "batch"]},
-                        {"key": "cores", "operator": "Gt", "values": ["8"]},
-                    ]},
-                ]},
-                "preferredDuringSchedulingIgnoredDuringExecution": [
-                    {"weight": 20, "preference": {"matchExpressions": [
-                        {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["zone-a"]}]}},
-                    {"weight": 5, "preference": {"matchExpressions": [
-                        {"key": "pool", "operator": "NotIn", "values": ["batch"]}]}},
+    return Pod.from_dict(
+        {
+            "metadata": {"name": f"web-{i}", "namespace": "default", "labels": {"app": "web"}},
+            "spec": {
+                "containers": [
+                    {"name": "main", "image": "web:1", "resources": {"requests": {"cpu": "500m"}}}
                 ],
-            }},
-            "tolerations": [
-                {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute",
-                 "tolerationSeconds": 300},
-                {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
-                 "tolerationSeconds": 300},
-                {"key": "dedicated", "operator": "Equal", "value": "infra", "effect": "NoSchedule"},
-            ],
-            "schedulingGates": [{"name": "example.com/quota"}] if i % 2 else [],
-        },
-    })
+                "nodeSelector": {"node.kubernetes.io/instance-type": "m1.xlarge"},
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchExpressions": [
+                                        {
+                                            "key": "pool",
+                                            "operator": "In",
+                                            "values": ["general", "memory", "batch"],
+                                        },
+                                        {"key": "cores", "operator": "Gt", "values": ["8"]},
+                                    ]
+                                },
+                            ]
+                        },
+                        "preferredDuringSchedulingIgnoredDuringExecution": [
+                            {
+                                "weight": 20,
+                                "preference": {
+                                    "matchExpressions": [
+                                        {
+                                            "key": "topology.kubernetes.io/zone",
+                                            "operator": "In",
+                                            "values": ["zone-a"],
+                                        }
+                                    ]
+                                },
+                            },
+                            {
+                                "weight": 5,
+                                "preference": {
+                                    "matchExpressions": [
+                                        {"key": "pool", "operator": "NotIn", "values": ["batch"]}
+                                    ]
+                                },
+                            },
+                        ],
+                    }
+                },
+                "tolerations": [
+                    {
+                        "key": "node.kubernetes.io/not-ready",
+                        "operator": "Exists",
+                        "effect": "NoExecute",
+                        "tolerationSeconds": 300,
+                    },
+                    {
+                        "key": "node.kubernetes.io/unreachable",
+                        "operator": "Exists",
+                        "effect": "NoExecute",
+                        "tolerationSeconds": 300,
+                    },
+                    {"key": "dedicated", "operator": "Equal", "value": "infra", "effect": "NoSchedule"},
+                ],
+                "schedulingGates": [{"name": "example.com/quota"}] if i % 2 else [],
+            },
+        }
+    )
 
 
 def build_profile(nodes: int, plugin: str) -> Profile:
@@ -131,7 +171,9 @@ def one_cycle(plugin: Any, pod: Pod, rows: np.ndarray) -> None:
             plugin.normalize_score(state, pod, rows, scores)
 
 
-def measure(profile: Profile, plugin: Plugin, pods: list[Pod], before_each: Callable[[], None] | None) -> float:
+def measure(
+    profile: Profile, plugin: Plugin, pods: list[Pod], before_each: Callable[[], None] | None
+) -> float:
     rows = profile.handle.snapshot.live_rows()
     one_cycle(plugin, pods[0], rows)
     start = time.perf_counter()

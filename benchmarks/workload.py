@@ -26,29 +26,57 @@ def nodes(count: int) -> list[dict[str, Any]]:
         if gpu:
             allocatable["nvidia.com/gpu"] = "8"
             spec["taints"] = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
-        out.append({"apiVersion": "v1", "kind": "Node", "metadata": {"name": f"node-{i}", "labels": labels},
-                    "spec": spec, "status": {"allocatable": allocatable}})
+        out.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": f"node-{i}", "labels": labels},
+                "spec": spec,
+                "status": {"allocatable": allocatable},
+            }
+        )
     return out
 
 
 def _template(kind: str) -> dict[str, Any]:
-    container: dict[str, Any] = {"name": "main", "image": f"registry.example/{kind}:1.0",
-                                 "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}}
+    container: dict[str, Any] = {
+        "name": "main",
+        "image": f"registry.example/{kind}:1.0",
+        "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}},
+    }
     spec: dict[str, Any] = {"schedulerName": "koord-scheduler", "containers": [container]}
     if kind == "spread":
-        spec["topologySpreadConstraints"] = [{
-            "maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
-            "labelSelector": {"matchLabels": {"app": "spread"}},
-        }]
+        spec["topologySpreadConstraints"] = [
+            {
+                "maxSkew": 1,
+                "topologyKey": "topology.kubernetes.io/zone",
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": "spread"}},
+            }
+        ]
     elif kind == "affinity":
-        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [{"matchExpressions": [
-                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["cpu-large"]},
-            ]}],
-        }}}
+        spec["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {
+                                    "key": "node.kubernetes.io/instance-type",
+                                    "operator": "In",
+                                    "values": ["cpu-large"],
+                                },
+                            ]
+                        }
+                    ],
+                }
+            }
+        }
     elif kind == "gpu":
-        container["resources"] = {"requests": {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "1"},
-                                  "limits": {"nvidia.com/gpu": "1"}}
+        container["resources"] = {
+            "requests": {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "1"},
+            "limits": {"nvidia.com/gpu": "1"},
+        }
         spec["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
     return {"metadata": {"labels": {"app": kind}}, "spec": spec}
 
@@ -59,9 +87,18 @@ def deployments(total_pods: int) -> list[dict[str, Any]]:
     out = []
     for i, kind in enumerate(TEMPLATES):
         replicas = per + (total_pods - per * len(TEMPLATES) if i == 0 else 0)
-        out.append({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": kind},
-                    "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": kind}},
-                             "template": _template(kind)}})
+        out.append(
+            {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": kind},
+                "spec": {
+                    "replicas": replicas,
+                    "selector": {"matchLabels": {"app": kind}},
+                    "template": _template(kind),
+                },
+            }
+        )
     return out
 
 
@@ -71,8 +108,14 @@ def explicit_pods(total_pods: int) -> list[dict[str, Any]]:
     for i in range(total_pods):
         kind = TEMPLATES[i % len(TEMPLATES)]
         t = _template(kind)
-        out.append({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"{kind}-{i}", **t["metadata"]},
-                    "spec": t["spec"]})
+        out.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": f"{kind}-{i}", **t["metadata"]},
+                "spec": t["spec"],
+            }
+        )
     return out
 
 

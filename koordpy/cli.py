@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from koordpy import __version__
 from koordpy.config.errors import ConfigError
@@ -32,8 +33,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         Scheduler(config, registry(), VirtualClock())
     except ConfigError as err:
         source = err.source or args.config or "configuration"
-        print(f"koordpy: invalid configuration: {source}: {err.path + ': ' if err.path else ''}{err.message}",
-              file=sys.stderr)
+        print(
+            f"koordpy: invalid configuration: {source}: {err.path + ': ' if err.path else ''}{err.message}",
+            file=sys.stderr,
+        )
         return EXIT_INVALID_INPUT
     try:
         scenario = load_scenario(args.paths, stdin=sys.stdin)
@@ -78,7 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_EXTRA_COMMANDS: list = []  # type: ignore[type-arg]
+# further subcommands (`run`, `operators`, ...) register themselves here
+_EXTRA_COMMANDS: list[Callable[[Any], None]] = []
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -249,13 +249,12 @@ class Scheduler:
         binding = self.bindings.get(pod.key)
         if binding is not None and not self.cache.is_assumed(pod.key):
             self.bindings.pop(pod.key, None)
-        if pod.is_terminal or pod.deletion_ts is not None:
-            # terminal pods release their resources; terminating ones keep them until deleted
-            if pod.is_terminal:
-                state = self.cache.pod_state(pod.key)
-                if state is not None:
-                    self.cache.remove_pod(state.pod)
-                return
+        if pod.is_terminal:
+            # a finished pod releases its resources; a terminating one keeps them until deleted
+            state = self.cache.pod_state(pod.key)
+            if state is not None:
+                self.cache.remove_pod(state.pod)
+            return
         self.cache.add_pod(pod)
         q = self.queues.get(pod.scheduler_name)
         if q is not None:
@@ -314,7 +313,8 @@ class Scheduler:
             self._handle_failure(profile, queue, info, state, diagnosis, status)
             self.observer.attempt(
                 "error" if status is not None and status.code == Code.ERROR else "unschedulable",
-                profile.name, time.perf_counter() - start,
+                profile.name,
+                time.perf_counter() - start,
             )
             return
         node_name = self.cache.snapshot.node_name(row)
@@ -339,9 +339,7 @@ class Scheduler:
             return None, st
         rows = all_rows
         if allowed is not None:
-            rows = np.fromiter(
-                (snap.row_of[n] for n in allowed if n in snap.row_of), dtype=np.int64
-            )
+            rows = np.fromiter((snap.row_of[n] for n in allowed if n in snap.row_of), dtype=np.int64)
             rows.sort()
         # a pod that preempted before tries its nominated node first
         nominated = pod.nominated_node_name or self.nominator.node_of(pod.key) or ""
@@ -443,7 +441,9 @@ class Scheduler:
             return
         self._start_binding(profile, info, state, node_name)
 
-    def _requeue_with(self, profile: Profile, queue: SchedulingQueue, info: QueuedPodInfo, st: Status) -> None:
+    def _requeue_with(
+        self, profile: Profile, queue: SchedulingQueue, info: QueuedPodInfo, st: Status
+    ) -> None:
         pod = info.pod
         reason = REASON_SCHEDULER_ERROR if st.code == Code.ERROR else REASON_UNSCHEDULABLE
         self.outcomes[pod.key] = PodOutcome(reason, st.message)
@@ -458,7 +458,10 @@ class Scheduler:
         for wp in self.waiting.all():
             if wp.rejected is None and wp.pending_plugins and wp.deadline <= now:
                 plugins = ",".join(sorted(wp.pending_plugins))
-                wp.reject(plugins, f"rejected due to timeout after waiting {wp.deadline - now:.0f}s at plugin {plugins}")
+                wp.reject(
+                    plugins,
+                    f"rejected due to timeout after waiting {wp.deadline - now:.0f}s at plugin {plugins}",
+                )
             if wp.rejected is not None:
                 self.waiting.pop(wp.pod.key)
                 info, profile = self._waiting_info.pop(wp.pod.key)
@@ -475,7 +478,9 @@ class Scheduler:
                 self._start_binding(profile, info, wp.state, wp.node_name)
 
     # ============================================================================ binding
-    def _start_binding(self, profile: Profile, info: QueuedPodInfo, state: CycleState, node_name: str) -> None:
+    def _start_binding(
+        self, profile: Profile, info: QueuedPodInfo, state: CycleState, node_name: str
+    ) -> None:
         pod = info.pod
         st, annotations = profile.run_pre_bind(state, pod, node_name)
         if st is not None:
@@ -498,10 +503,12 @@ class Scheduler:
             queue.done(key)
             self.outcomes.pop(key, None)
             profile.run_post_bind(binding.state, pod, node)
-            self.outbox.append(RecordEvent(pod, "Normal", "Scheduled",
-                                           f"Successfully assigned {pod.key} to {node}"))
-            self.observer.scheduled(profile.name, binding.info.attempts,
-                                    self.clock.now() - binding.info.initial_attempt_timestamp)
+            self.outbox.append(
+                RecordEvent(pod, "Normal", "Scheduled", f"Successfully assigned {pod.key} to {node}")
+            )
+            self.observer.scheduled(
+                profile.name, binding.info.attempts, self.clock.now() - binding.info.initial_attempt_timestamp
+            )
             return
         profile.run_unreserve(binding.state, pod, node)
         self.cache.forget_pod(pod)

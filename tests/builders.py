@@ -76,8 +76,12 @@ def pod_dict(
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels or {}),
-                     "annotations": dict(annotations or {})},
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": dict(labels or {}),
+            "annotations": dict(annotations or {}),
+        },
         "spec": body,
     }
 
@@ -114,8 +118,12 @@ class Harness:
             schedulerName="test-scheduler",
             plugins=Plugins(
                 multiPoint=PluginSet(enabled=enabled, disabled=[PluginRef(name="*")]),
-                queueSort=PluginSet(enabled=[PluginRef(name="PrioritySort")] if "PrioritySort" not in plugins else []),
-                bind=PluginSet(enabled=[PluginRef(name="DefaultBinder")] if "DefaultBinder" not in plugins else []),
+                queueSort=PluginSet(
+                    enabled=[PluginRef(name="PrioritySort")] if "PrioritySort" not in plugins else []
+                ),
+                bind=PluginSet(
+                    enabled=[PluginRef(name="DefaultBinder")] if "DefaultBinder" not in plugins else []
+                ),
             ),
             pluginConfig=[PluginConfig(name=k, args=dict(v)) for k, v in (args or {}).items()],
         )

@@ -67,7 +67,9 @@ def _with_label_keys(
             extra.append(Requirement(key, "NotIn", frozenset((own_labels[key],))))
     if not extra:
         return selector
-    reqs = tuple(sorted((*selector.requirements, *extra), key=lambda r: (r.key, r.operator, sorted(r.values))))
+    reqs = tuple(
+        sorted((*selector.requirements, *extra), key=lambda r: (r.key, r.operator, sorted(r.values)))
+    )
     return LabelSelector(reqs)
 
 
@@ -172,7 +174,9 @@ def parse_spread_constraints(
             raise SpecError(f"{p}.topologyKey", "must be a non-empty label key")
         when = item.get("whenUnsatisfiable")
         if when not in (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY):
-            raise SpecError(f"{p}.whenUnsatisfiable", f"must be DoNotSchedule or ScheduleAnyway, got {when!r}")
+            raise SpecError(
+                f"{p}.whenUnsatisfiable", f"must be DoNotSchedule or ScheduleAnyway, got {when!r}"
+            )
         min_domains = item.get("minDomains")
         if min_domains is not None:
             if not isinstance(min_domains, int) or isinstance(min_domains, bool) or min_domains < 1:

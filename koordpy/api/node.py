@@ -57,12 +57,15 @@ def _parse(obj: Mapping[str, Any]) -> dict[str, Any]:
     spec = _mapping(obj.get("spec"), "spec")
     status = _mapping(obj.get("status"), "status")
     labels = {str(k): str(v) for k, v in _mapping(meta.get("labels"), "metadata.labels").items()}
-    annotations = {str(k): str(v) for k, v in _mapping(meta.get("annotations"), "metadata.annotations").items()}
+    annotations = {
+        str(k): str(v) for k, v in _mapping(meta.get("annotations"), "metadata.annotations").items()
+    }
     raw_taints = spec.get("taints") or []
     if not isinstance(raw_taints, list):
         raise SpecError("spec.taints", "expected a list")
     taints = tuple(
-        Taint.from_dict(_mapping(t, f"spec.taints[{i}]"), f"spec.taints[{i}]") for i, t in enumerate(raw_taints)
+        Taint.from_dict(_mapping(t, f"spec.taints[{i}]"), f"spec.taints[{i}]")
+        for i, t in enumerate(raw_taints)
     )
     source = "status.allocatable" if status.get("allocatable") else "status.capacity"
     allocatable = parse_resource_list(status.get("allocatable") or status.get("capacity"), source)
@@ -92,8 +95,14 @@ def parse_node(obj: Mapping[str, Any], *, creation_ts: float | None = None) -> N
         fields = _parse(obj)
     except SpecError as err:
         error = err
-        fields = {"labels": {}, "annotations": {}, "taints": (), "unschedulable": True, "allocatable": {},
-                  "images": ()}
+        fields = {
+            "labels": {},
+            "annotations": {},
+            "taints": (),
+            "unschedulable": True,
+            "allocatable": {},
+            "images": (),
+        }
     labels = fields["labels"]
     if name and HOSTNAME_LABEL not in labels and error is None:
         # The kubelet always sets the hostname label; manifests written by hand often omit it.

@@ -87,5 +87,7 @@ class PodDisruptionBudget:
             selector=LabelSelector.from_dict(spec.get("selector"), "spec.selector"),
             min_available=min_av,
             max_unavailable=max_un,
-            disruptions_allowed=allowed if isinstance(allowed, int) and not isinstance(allowed, bool) else None,
+            disruptions_allowed=allowed
+            if isinstance(allowed, int) and not isinstance(allowed, bool)
+            else None,
         )

@@ -265,13 +265,15 @@ def _host_ports(containers: list[Mapping[str, Any]], path: str) -> tuple[HostPor
     return tuple(ports)
 
 
-def _parse_spec(
-    obj: Mapping[str, Any], namespace: str, labels: Mapping[str, str]
-) -> dict[str, Any]:
+def _parse_spec(obj: Mapping[str, Any], namespace: str, labels: Mapping[str, str]) -> dict[str, Any]:
     spec = _mapping(obj.get("spec"), "spec")
-    containers_raw = [_mapping(c, f"spec.containers[{i}]") for i, c in enumerate(_list(spec.get("containers"), "spec.containers"))]
+    containers_raw = [
+        _mapping(c, f"spec.containers[{i}]")
+        for i, c in enumerate(_list(spec.get("containers"), "spec.containers"))
+    ]
     init_raw = [
-        _mapping(c, f"spec.initContainers[{i}]") for i, c in enumerate(_list(spec.get("initContainers"), "spec.initContainers"))
+        _mapping(c, f"spec.initContainers[{i}]")
+        for i, c in enumerate(_list(spec.get("initContainers"), "spec.initContainers"))
     ]
     containers = [_container_requests(c, f"spec.containers[{i}]") for i, c in enumerate(containers_raw)]
     inits = [
@@ -304,7 +306,9 @@ def _parse_spec(
     if grace is None:
         grace = 30
     if not isinstance(grace, int) or isinstance(grace, bool) or grace < 0:
-        raise SpecError("spec.terminationGracePeriodSeconds", f"must be a non-negative integer, got {grace!r}")
+        raise SpecError(
+            "spec.terminationGracePeriodSeconds", f"must be a non-negative integer, got {grace!r}"
+        )
     policy = spec.get("preemptionPolicy") or PREEMPT_LOWER_PRIORITY
     if policy not in (PREEMPT_LOWER_PRIORITY, PREEMPT_NEVER):
         raise SpecError("spec.preemptionPolicy", f"must be PreemptLowerPriority or Never, got {policy!r}")
@@ -324,8 +328,10 @@ def _parse_spec(
             else None
         ),
         "preferred_node_affinity": tuple(
-            PreferredSchedulingTerm.from_dict(_mapping(t, f"spec.affinity.nodeAffinity.{pref_key}[{i}]"),
-                                              f"spec.affinity.nodeAffinity.{pref_key}[{i}]")
+            PreferredSchedulingTerm.from_dict(
+                _mapping(t, f"spec.affinity.nodeAffinity.{pref_key}[{i}]"),
+                f"spec.affinity.nodeAffinity.{pref_key}[{i}]",
+            )
             for i, t in enumerate(preferred_node)
         ),
         "tolerations": tolerations,
@@ -405,8 +411,12 @@ def parse_pod(obj: Mapping[str, Any], *, creation_ts: float | None = None, uid: 
     for ref in meta.get("ownerReferences") or []:
         if isinstance(ref, Mapping):
             owners.append(
-                OwnerRef(str(ref.get("kind", "")), str(ref.get("name", "")), str(ref.get("uid", "")),
-                         bool(ref.get("controller", False)))
+                OwnerRef(
+                    str(ref.get("kind", "")),
+                    str(ref.get("name", "")),
+                    str(ref.get("uid", "")),
+                    bool(ref.get("controller", False)),
+                )
             )
     conditions = tuple(c for c in status.get("conditions") or () if isinstance(c, Mapping))
     ts = creation_ts if creation_ts is not None else parse_timestamp(meta.get("creationTimestamp"))

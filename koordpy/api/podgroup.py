@@ -66,8 +66,12 @@ class PodGroup:
             if min_member < 0 or (group == X_K8S_GROUP and min_member < 1):
                 floor = 1 if group == X_K8S_GROUP else 0
                 raise SpecError("spec.minMember", f"must be at least {floor}, got {min_member}")
-            if timeout is not None and (not isinstance(timeout, int) or isinstance(timeout, bool) or timeout < 0):
-                raise SpecError("spec.scheduleTimeoutSeconds", f"must be a non-negative integer, got {timeout!r}")
+            if timeout is not None and (
+                not isinstance(timeout, int) or isinstance(timeout, bool) or timeout < 0
+            ):
+                raise SpecError(
+                    "spec.scheduleTimeoutSeconds", f"must be a non-negative integer, got {timeout!r}"
+                )
             min_resources = parse_resource_list(spec.get("minResources"), "spec.minResources")
         except SpecError as err:
             error = err

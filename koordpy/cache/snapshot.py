@@ -8,7 +8,7 @@ arrays directly: nothing can change them underneath it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -21,6 +21,9 @@ from koordpy.api.pod import HostPort, Pod
 from koordpy.api.resources import CPU, MEMORY, PODS
 
 _INITIAL_CAPACITY = 64
+
+# a test on one label value; None stands for "the node has no such label"
+Predicate = Callable[[str | None], bool]
 
 
 @dataclass(slots=True)
@@ -80,7 +83,7 @@ class LabelColumn:
         codes[: self.codes.size] = self.codes
         self.codes = codes
 
-    def value_mask(self, predicate_key: object, predicate) -> tuple[np.ndarray, bool]:  # type: ignore[no-untyped-def]
+    def value_mask(self, predicate_key: object, predicate: Predicate) -> tuple[np.ndarray, bool]:
         """Evaluate `predicate(value | None)` once per distinct value, memoized by `predicate_key`.
 
         Returns (per-code booleans, result for a missing label)."""
@@ -94,7 +97,7 @@ class LabelColumn:
         self._match_cache[predicate_key] = (len(self.values), per_code, missing)
         return per_code, missing
 
-    def mask(self, rows: np.ndarray, predicate_key: object, predicate) -> np.ndarray:  # type: ignore[no-untyped-def]
+    def mask(self, rows: np.ndarray, predicate_key: object, predicate: Predicate) -> np.ndarray:
         per_code, missing = self.value_mask(predicate_key, predicate)
         codes = self.codes[rows]
         if per_code.size == 0:
@@ -105,6 +108,12 @@ class LabelColumn:
         else:
             out &= codes >= 0
         return out
+
+
+def _grown(counts: np.ndarray, capacity: int) -> np.ndarray:
+    out = np.zeros(capacity, dtype=counts.dtype)
+    out[: counts.size] = counts
+    return out
 
 
 class Snapshot:
@@ -173,14 +182,10 @@ class Snapshot:
         self.infos.extend([None] * (new - self.capacity))
         for col in self.labels.values():
             col.grow(new)
-        for key, counts in list(self._pod_counters.items()):
-            grown = np.zeros(new, dtype=np.int32)
-            grown[: self.capacity] = counts
-            self._pod_counters[key] = grown
-        for key, counts in list(self.term_counts.items()):
-            grown = np.zeros(new, dtype=np.int32)
-            grown[: self.capacity] = counts
-            self.term_counts[key] = grown
+        for matcher, counts in list(self._pod_counters.items()):
+            self._pod_counters[matcher] = _grown(counts, new)
+        for term_key, counts in list(self.term_counts.items()):
+            self.term_counts[term_key] = _grown(counts, new)
         self.capacity = new
 
     def resource_index(self, name: str) -> int:
@@ -251,8 +256,8 @@ class Snapshot:
         for name in node.allocatable:
             self.resource_index(name)
         self.allocatable[row] = 0
-        for name, value in node.allocatable.items():
-            self.allocatable[row, self.resource_col[name]] = value
+        for name, amount in node.allocatable.items():
+            self.allocatable[row, self.resource_col[name]] = amount
         if PODS not in node.allocatable:
             # a node that states no pod capacity behaves as the kubelet default
             self.allocatable[row, self.resource_col[PODS]] = 110
@@ -263,8 +268,8 @@ class Snapshot:
             for img in old.images:
                 for name in img.names:
                     self.images.get(name, {}).pop(row, None)
-        for key, value in node.labels.items():
-            col = self.label_column(key)
+        for label, value in node.labels.items():
+            col = self.label_column(label)
             col.codes[row] = col.code(value)
         for img in node.images:
             for name in img.names:
@@ -343,15 +348,15 @@ class Snapshot:
                 ("pref-anti", ((w.term, w.weight) for w in pod.preferred_anti_affinity)),
             ):
                 for term, weight in terms:
-                    key = (kind, term, weight)
-                    counts = self.term_counts.get(key)
-                    if counts is None:
-                        counts = np.zeros(self.capacity, dtype=np.int32)
-                        self.term_counts[key] = counts
+                    term_key = (kind, term, weight)
+                    carried = self.term_counts.get(term_key)
+                    if carried is None:
+                        carried = np.zeros(self.capacity, dtype=np.int32)
+                        self.term_counts[term_key] = carried
                         self.term_match_generation += 1
-                    counts[row] += delta
-                    if delta < 0 and not counts.any():
-                        del self.term_counts[key]
+                    carried[row] += delta
+                    if delta < 0 and not carried.any():
+                        del self.term_counts[term_key]
                         self.term_match_generation += 1
         for port in pod.host_ports:
             by_row = self.host_ports.setdefault((port.protocol, port.port), {})

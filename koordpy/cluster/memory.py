@@ -125,7 +125,9 @@ class MemoryCluster:
             return
         status = raw.setdefault("status", {})
         conditions = [c for c in status.get("conditions", []) if c.get("type") != "PodScheduled"]
-        conditions.append({"type": "PodScheduled", "status": "False", "reason": e.reason, "message": e.message})
+        conditions.append(
+            {"type": "PodScheduled", "status": "False", "reason": e.reason, "message": e.message}
+        )
         status["conditions"] = conditions
         if e.nominated_node is not None:
             self._set_nominated(key, e.nominated_node)
@@ -148,16 +150,25 @@ class MemoryCluster:
         raw = copy.deepcopy(raw)
         status = raw.setdefault("status", {})
         conditions = [c for c in status.get("conditions", []) if c.get("type") != "DisruptionTarget"]
-        conditions.append({"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
-                           "message": e.message})
+        conditions.append(
+            {
+                "type": "DisruptionTarget",
+                "status": "True",
+                "reason": "PreemptionByScheduler",
+                "message": e.message,
+            }
+        )
         status["conditions"] = conditions
         grace = self.views[key].termination_grace_seconds
         raw["metadata"]["deletionTimestamp"] = format_timestamp(self.clock.now() + grace)
         pod = self._replace(key, raw)
         self.scheduler.on_pod_update(pod)
         self.evictions.append(Eviction(key, e.node_name, e.preemptor, e.trigger_pod, e.message))
-        self.events.append(RecordEvent(e.victim, "Normal", "Preempted",
-                                       f"Preempted by {e.trigger_pod} on node {e.node_name}"))
+        self.events.append(
+            RecordEvent(
+                e.victim, "Normal", "Preempted", f"Preempted by {e.trigger_pod} on node {e.node_name}"
+            )
+        )
         self._seq += 1
         heapq.heappush(self._deletions, (self.clock.now() + grace, self._seq, key))
 
@@ -174,8 +185,14 @@ class MemoryCluster:
             if sched.schedule_one():
                 self.apply(sched.drain())
                 continue
-            times = [t for t in (sched.next_wakeup(include_flush=False),
-                                 self._deletions[0][0] if self._deletions else None) if t is not None]
+            times = [
+                t
+                for t in (
+                    sched.next_wakeup(include_flush=False),
+                    self._deletions[0][0] if self._deletions else None,
+                )
+                if t is not None
+            ]
             if not times:
                 break
             t = max(min(times), self.clock.now())

@@ -15,7 +15,12 @@ NO_NODE_AVAILABLE = "0/{} nodes are available"
 
 class Diagnosis:
     __slots__ = (
-        "_chunks", "_single", "post_filter_msg", "pre_filter_msg", "pre_filter_status", "unschedulable_plugins",
+        "_chunks",
+        "_single",
+        "post_filter_msg",
+        "pre_filter_msg",
+        "pre_filter_status",
+        "unschedulable_plugins",
     )
 
     def __init__(self) -> None:
@@ -34,7 +39,9 @@ class Diagnosis:
             return
         reason_of = None if result.reason_of is None else result.reason_of[failed]
         statuses = [s.with_plugin(plugin) for s in result.statuses]
-        self._chunks.append((rows[failed], FilterResult(np.zeros(int(failed.sum()), dtype=bool), statuses, reason_of)))
+        self._chunks.append(
+            (rows[failed], FilterResult(np.zeros(int(failed.sum()), dtype=bool), statuses, reason_of))
+        )
         self.unschedulable_plugins.add(plugin)
 
     def record_node(self, row: int, status: Status) -> None:

@@ -15,8 +15,15 @@ if TYPE_CHECKING:
 
 
 class Handle:
-    def __init__(self, clock: Clock, snapshot: Any, cache: Any, nominator: Nominator,
-                 waiting_pods: WaitingPods, outbox: list[Effect]) -> None:
+    def __init__(
+        self,
+        clock: Clock,
+        snapshot: Any,
+        cache: Any,
+        nominator: Nominator,
+        waiting_pods: WaitingPods,
+        outbox: list[Effect],
+    ) -> None:
         self.clock = clock
         # the cache's Snapshot; typed loosely because the framework sits below the cache layer
         self.snapshot = snapshot

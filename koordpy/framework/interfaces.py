@@ -106,7 +106,9 @@ class FilterResult:
 
     __slots__ = ("passed", "reason_of", "statuses")
 
-    def __init__(self, passed: np.ndarray, statuses: list[Status], reason_of: np.ndarray | None = None) -> None:
+    def __init__(
+        self, passed: np.ndarray, statuses: list[Status], reason_of: np.ndarray | None = None
+    ) -> None:
         self.passed = passed
         self.statuses = statuses
         self.reason_of = reason_of

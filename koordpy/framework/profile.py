@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from koordpy.api.pod import Pod
 from koordpy.config.defaults import KOORDPY_DEFAULT_PLUGINS, KUBE_DEFAULT_PLUGINS
 from koordpy.config.errors import ConfigError, from_validation_error
-from koordpy.config.models import EXTENSION_POINT_FIELDS, PluginRef, PluginSet, Plugins
+from koordpy.config.models import EXTENSION_POINT_FIELDS, PluginRef, Plugins, PluginSet
 from koordpy.config.models import Profile as ProfileConfig
 from koordpy.framework.cycle_state import CycleState
 from koordpy.framework.diagnosis import Diagnosis
@@ -72,8 +72,12 @@ def _merge_set(default: PluginSet, custom: PluginSet) -> PluginSet:
 def resolve_plugins(config: Plugins | None, registry: Registry, path: str) -> ResolvedPlugins:
     defaults = Plugins(multiPoint=PluginSet(enabled=default_plugin_refs(registry)))
     custom = config or Plugins()
-    merged = Plugins(**{f: _merge_set(getattr(defaults, f), getattr(custom, f))
-                        for f in ("multiPoint", *EXTENSION_POINT_FIELDS)})
+    merged = Plugins(
+        **{
+            f: _merge_set(getattr(defaults, f), getattr(custom, f))
+            for f in ("multiPoint", *EXTENSION_POINT_FIELDS)
+        }
+    )
     for point in ("multiPoint", *EXTENSION_POINT_FIELDS):
         for i, ref in enumerate(getattr(merged, point).enabled):
             if ref.name not in registry:
@@ -217,7 +221,9 @@ class Profile:
             if hook is not None and p.NAME not in state.skip_filter:
                 hook(state, pod, other, row)
 
-    def run_filter(self, state: CycleState, pod: Pod, rows: np.ndarray, diagnosis: Diagnosis | None) -> np.ndarray:
+    def run_filter(
+        self, state: CycleState, pod: Pod, rows: np.ndarray, diagnosis: Diagnosis | None
+    ) -> np.ndarray:
         """The rows that pass every filter; failures are recorded in `diagnosis`. Plugins run in
         order over the rows still alive, so a node's recorded status is its first failure."""
         alive = rows
@@ -229,8 +235,12 @@ class Profile:
             t0 = time.perf_counter() if self.observe else 0.0
             result: FilterResult | None = p.filter(state, pod, alive)  # type: ignore[attr-defined]
             if self.observe:
-                self.observe("Filter", p.NAME, "Success" if result is None else "Unschedulable",
-                             time.perf_counter() - t0)
+                self.observe(
+                    "Filter",
+                    p.NAME,
+                    "Success" if result is None else "Unschedulable",
+                    time.perf_counter() - t0,
+                )
             if result is None:
                 continue
             if diagnosis is not None:
@@ -239,7 +249,11 @@ class Profile:
         return alive
 
     def run_filter_with_nominated(
-        self, state: CycleState, pod: Pod, rows: np.ndarray, diagnosis: Diagnosis | None,
+        self,
+        state: CycleState,
+        pod: Pod,
+        rows: np.ndarray,
+        diagnosis: Diagnosis | None,
         ignore: Callable[[Pod], bool] | None = None,
     ) -> np.ndarray:
         """Filter, then re-check the surviving nodes that have nominated pods of equal or higher
@@ -256,7 +270,8 @@ class Profile:
             if row is None or row not in row_pos:
                 continue
             others = [
-                o for o in nominator.pods_on(node_name)
+                o
+                for o in nominator.pods_on(node_name)
                 if o.key != pod.key and o.priority >= pod.priority and not (ignore and ignore(o))
             ]
             if not others:
@@ -268,7 +283,9 @@ class Profile:
                     diagnosis.record_node(row, st)
         return feasible[keep]
 
-    def filter_one_with_pods(self, state: CycleState, pod: Pod, row: int, added: Sequence[Pod]) -> Status | None:
+    def filter_one_with_pods(
+        self, state: CycleState, pod: Pod, row: int, added: Sequence[Pod]
+    ) -> Status | None:
         """Run every filter for one node as if `added` pods were on it; None when it passes."""
         snap = self.handle.snapshot
         trial = state.clone()
@@ -362,7 +379,9 @@ class Profile:
             return st.with_plugin(p.NAME), {}
         return None, waits
 
-    def run_pre_bind(self, state: CycleState, pod: Pod, node: str) -> tuple[Status | None, list[tuple[str, str]]]:
+    def run_pre_bind(
+        self, state: CycleState, pod: Pod, node: str
+    ) -> tuple[Status | None, list[tuple[str, str]]]:
         annotations: list[tuple[str, str]] = []
         for p in self.pre_bind:
             st = p.pre_bind(state, pod, node)  # type: ignore[attr-defined]

@@ -17,7 +17,12 @@ def registry() -> dict[str, type[Plugin]]:
             continue
         module = importlib.import_module(f"{__name__}.{info.name}")
         for obj in vars(module).values():
-            if isinstance(obj, type) and issubclass(obj, Plugin) and obj.NAME and obj.__module__ == module.__name__:
+            if (
+                isinstance(obj, type)
+                and issubclass(obj, Plugin)
+                and obj.NAME
+                and obj.__module__ == module.__name__
+            ):
                 if obj.NAME in found and found[obj.NAME] is not obj:
                     raise RuntimeError(f"two plugins are named {obj.NAME}")
                 found[obj.NAME] = obj

@@ -16,7 +16,7 @@ Filter, in kube-scheduler's order:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
@@ -53,8 +53,11 @@ ERR_EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity
 _PRE_FILTER_KEY = "PreFilter" + NAME
 _PRE_SCORE_KEY = "PreScore" + NAME
 
-# the order of the statuses is the order of the checks: a node carries its first failure
-_STATUSES = [
+# indexed by a row's verdict: 1, 2, 3 name the first check it failed, in kube's order (0, a
+# passing row, is never looked up)
+_AFFINITY_FAILED, _ANTI_FAILED, _EXISTING_ANTI_FAILED = 1, 2, 3
+_STATUS_OF_VERDICT = [
+    unresolvable(ERR_AFFINITY_RULES),
     unresolvable(ERR_AFFINITY_RULES),
     unschedulable(ERR_ANTI_AFFINITY_RULES),
     unschedulable(ERR_EXISTING_ANTI_AFFINITY),
@@ -95,7 +98,7 @@ _NO_EXISTING_TERMS = _ExistingTerms((), ())
 class _FilterState:
     """Per-domain counts the filter needs; updated when pods are added or removed in a trial."""
 
-    __slots__ = ("affinity", "affinity_seen", "anti", "existing_anti", "self_match")
+    __slots__ = ("affinity", "affinity_seen", "anti", "existing_anti", "self_match", "verdict")
 
     def __init__(
         self, affinity: Domains, anti: Domains, existing_anti: Domains, self_match: bool
@@ -108,14 +111,20 @@ class _FilterState:
         self.existing_anti = existing_anti
         self.self_match = self_match
         self.affinity_seen = _any_domain(affinity)
+        # per row: 0 when it passes, else which check failed first; computed on first use and
+        # dropped whenever the counts change
+        self.verdict: np.ndarray | None = None
 
     def clone(self) -> _FilterState:
-        return _FilterState(
+        out = _FilterState(
             {k: v.copy() for k, v in self.affinity.items()},
             {k: v.copy() for k, v in self.anti.items()},
             {k: v.copy() for k, v in self.existing_anti.items()},
             self.self_match,
         )
+        # verdicts are replaced, never changed in place: sharing them is safe
+        out.verdict = self.verdict
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,8 +150,8 @@ def _by_domain(col: LabelColumn | None, per_row: np.ndarray) -> np.ndarray:
     return out
 
 
-def _domain_values(dom: np.ndarray, col: LabelColumn, rows: np.ndarray) -> np.ndarray:
-    codes = col.codes[rows]
+def _domain_values(dom: np.ndarray, col: LabelColumn, codes: np.ndarray) -> np.ndarray:
+    """Each row's value of its domain, given the rows' codes for the domain's key."""
     if dom.size <= len(col.values):
         # label values added after the counts were taken hold no counted pod
         grown = np.zeros(len(col.values) + 1, dtype=dom.dtype)
@@ -338,6 +347,7 @@ class InterPodAffinity(Plugin):
             for term in other.required_anti_affinity:
                 if term.matches(pod.namespace, pod.labels, pod_ns_labels):
                     _bump(s.existing_anti, snap, term.topology_key, row, delta)
+                    s.verdict = None
         if not pod.required_affinity and not pod.required_anti_affinity:
             return
         other_ns_labels = snap.namespace_labels(other.namespace)
@@ -350,54 +360,46 @@ class InterPodAffinity(Plugin):
         for term in pod.required_anti_affinity:
             if term.matches(other.namespace, other.labels, other_ns_labels):
                 _bump(s.anti, snap, term.topology_key, row, delta)
+        s.verdict = None
 
     def filter(self, state: CycleState, pod: Pod, rows: np.ndarray) -> FilterResult | None:
         s: _FilterState | None = state.read(_PRE_FILTER_KEY)
         if s is None:
             return None
-        labels = self.handle.snapshot.labels
-        failed_affinity: np.ndarray | None = None
-        if s.affinity:
-            has_keys = np.ones(rows.size, dtype=bool)
-            pods_exist = np.ones(rows.size, dtype=bool)
-            for key, dom in s.affinity.items():
-                col = labels.get(key)
-                if col is None:
-                    has_keys[:] = False
-                    break
-                has_keys &= col.codes[rows] >= 0
-                pods_exist &= _domain_values(dom, col, rows) > 0
-            # the first pod of a group that matches its own terms may start it anywhere
-            first_of_group = not s.affinity_seen and s.self_match
-            failed_affinity = ~has_keys if first_of_group else ~(has_keys & pods_exist)
-        failed_anti = self._any_domain_hit(s.anti, labels, rows)
-        failed_existing = self._any_domain_hit(s.existing_anti, labels, rows)
-
-        failed = [f for f in (failed_affinity, failed_anti, failed_existing) if f is not None]
-        if not failed:
+        snap: Snapshot = self.handle.snapshot
+        verdict = s.verdict
+        if verdict is None or verdict.size != snap.high_water:
+            verdict = s.verdict = self._verdicts(s, snap)
+        by_row = verdict[rows]
+        if not by_row.any():
             return None
-        any_failed = failed[0] if len(failed) == 1 else np.logical_or.reduce(failed)
-        if not any_failed.any():
-            return None
-        reason_of = np.full(rows.size, 2, dtype=np.int8)
-        if failed_anti is not None:
-            reason_of[failed_anti] = 1
-        if failed_affinity is not None:
-            reason_of[failed_affinity] = 0
-        return FilterResult(~any_failed, _STATUSES, reason_of)
+        return FilterResult(by_row == 0, _STATUS_OF_VERDICT, by_row)
 
     @staticmethod
-    def _any_domain_hit(
-        domains: Domains, labels: Mapping[str, LabelColumn], rows: np.ndarray
-    ) -> np.ndarray | None:
-        hit: np.ndarray | None = None
-        for key, dom in domains.items():
-            col = labels.get(key)
-            if col is None:
-                continue
-            here = _domain_values(dom, col, rows) > 0
-            hit = here if hit is None else hit | here
-        return hit
+    def _verdicts(s: _FilterState, snap: Snapshot) -> np.ndarray:
+        """Every row's verdict at once: the checks are written in reverse order so that a row keeps
+        the first one it fails."""
+        upto = snap.high_water
+        verdict = np.zeros(upto, dtype=np.int8)
+        for failure, domains in ((_EXISTING_ANTI_FAILED, s.existing_anti), (_ANTI_FAILED, s.anti)):
+            for key, dom in domains.items():
+                col = snap.labels.get(key)
+                if col is not None and dom.any():
+                    verdict[_domain_values(dom, col, col.codes[:upto]) > 0] = failure
+        if s.affinity:
+            passes = np.ones(upto, dtype=bool)
+            # the first pod of a group that matches its own terms may start it anywhere
+            first_of_group = not s.affinity_seen and s.self_match
+            for key, dom in s.affinity.items():
+                col = snap.labels.get(key)
+                if col is None:
+                    passes[:] = False
+                    break
+                allowed = np.ones(dom.size, dtype=bool) if first_of_group else dom > 0
+                allowed[0] = False  # nodes without the key
+                passes &= _domain_values(allowed, col, col.codes[:upto])
+            verdict[~passes] = _AFFINITY_FAILED
+        return verdict
 
     # ------------------------------------------------------------------ score
     def pre_score(self, state: CycleState, pod: Pod, rows: np.ndarray) -> Status | None:
@@ -448,7 +450,8 @@ class InterPodAffinity(Plugin):
             return total
         labels = self.handle.snapshot.labels
         for key, dom in s.domains:
-            total += _domain_values(dom, labels[key], rows)
+            col = labels[key]
+            total += _domain_values(dom, col, col.codes[rows])
         return total
 
     def normalize_score(

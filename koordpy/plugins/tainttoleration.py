@@ -48,27 +48,60 @@ def untolerated_taint_reason(taint: Taint) -> str:
 
 class _TaintSets:
     """Each node row's taint list as a code into `sets`; code 0 is the empty list (also what dead
-    rows carry). Valid for one node generation."""
+    rows carry).
 
-    __slots__ = ("codes", "generation", "sets")
+    Refreshed when the node generation moves: only rows whose node object was replaced are
+    re-encoded, so a node update costs one identity check per row, not a re-hash of every
+    node's taints."""
 
-    def __init__(self, snapshot: Any) -> None:
-        self.generation = snapshot.node_generation
-        self.codes = np.zeros(snapshot.high_water, dtype=np.int32)
+    __slots__ = ("_code_of", "_nodes", "codes", "generation", "sets", "snapshot_id")
+
+    def __init__(self) -> None:
+        self.snapshot_id = -1
+        self._reset()
+
+    def _reset(self) -> None:
+        self.generation = -1
+        self.codes = np.zeros(0, dtype=np.int32)
         self.sets: list[tuple[Taint, ...]] = [()]
-        code_of: dict[tuple[Taint, ...], int] = {(): 0}
-        infos = snapshot.infos
-        # only on a node change: node objects are Python data, so this is one pass over them
-        for row in snapshot.live_rows().tolist():
-            taints = infos[row].node.taints
-            if not taints:
+        # keyed by plain (key, value, effect) tuples: hashing them stays in C
+        self._code_of: dict[tuple[tuple[str, str, str], ...], int] = {(): 0}
+        self._nodes: list[Any] = []
+
+    def refresh(self, snapshot: Any) -> bool:
+        """Bring the codes up to date; True when any row's taint list changed."""
+        if id(snapshot) != self.snapshot_id:
+            self._reset()
+            self.snapshot_id = id(snapshot)
+        self.generation = snapshot.node_generation
+        high_water = snapshot.high_water
+        if self.codes.size < high_water:
+            grown = np.zeros(high_water, dtype=np.int32)
+            grown[: self.codes.size] = self.codes
+            self.codes = grown
+            self._nodes.extend([None] * (high_water - len(self._nodes)))
+        nodes = self._nodes
+        codes = self.codes
+        changed = False
+        for row, info in enumerate(snapshot.infos[:high_water]):
+            node = None if info is None else info.node
+            if node is nodes[row]:
                 continue
-            code = code_of.get(taints)
-            if code is None:
-                code = len(self.sets)
-                code_of[taints] = code
-                self.sets.append(taints)
-            self.codes[row] = code
+            nodes[row] = node
+            code = 0 if node is None or not node.taints else self._code(node.taints)
+            if code != codes[row]:
+                codes[row] = code
+                changed = True
+        return changed
+
+    def _code(self, taints: tuple[Taint, ...]) -> int:
+        key = tuple((t.key, t.value, t.effect) for t in taints)
+        code = self._code_of.get(key)
+        if code is None:
+            code = len(self.sets)
+            self._code_of[key] = code
+            self.sets.append(taints)
+        return code
 
 
 class _Verdict:
@@ -81,7 +114,8 @@ class _Verdict:
 
     def __init__(self, taint_sets: _TaintSets, tolerations: Sequence[Toleration]) -> None:
         self.statuses: list[Status] = [SUCCESS]
-        status_of: dict[Taint, int] = {}
+        # taints differing only in effect share one reason text, hence one status
+        status_of: dict[str, int] = {}
         reason_by_set = np.zeros(len(taint_sets.sets), dtype=np.int16)
         count_by_set = np.zeros(len(taint_sets.sets), dtype=np.int64)
         for code, taints in enumerate(taint_sets.sets):
@@ -89,13 +123,17 @@ class _Verdict:
                 continue
             taint = find_untolerated_taint(taints, tolerations, _FILTER_EFFECTS)
             if taint is not None:
-                index = status_of.get(taint)
+                reason = untolerated_taint_reason(taint)
+                index = status_of.get(reason)
                 if index is None:
                     index = len(self.statuses)
-                    status_of[taint] = index
-                    self.statuses.append(unresolvable(untolerated_taint_reason(taint)))
+                    status_of[reason] = index
+                    self.statuses.append(unresolvable(reason))
                 reason_by_set[code] = index
             count_by_set[code] = count_intolerable_prefer_no_schedule(taints, tolerations)
+        if len(self.statuses) <= np.iinfo(np.int8).max:
+            # a narrower per-row array makes the per-pod gather cheaper
+            reason_by_set = reason_by_set.astype(np.int8)
         self.any_fail = bool(reason_by_set.any())
         self.any_count = bool(count_by_set.any())
         self.reason = reason_by_set[taint_sets.codes] if self.any_fail else reason_by_set[:0]
@@ -118,9 +156,10 @@ class TaintToleration(Plugin):
 
     def __init__(self, handle: Handle, args: PluginArgs | None = None) -> None:
         super().__init__(handle, args)
-        self._taint_sets: _TaintSets | None = None
-        self._taint_sets_snapshot = -1
+        self._taint_sets = _TaintSets()
         self._verdicts: dict[tuple[Toleration, ...], _Verdict] = {}
+        # the number of rows the cached verdicts cover
+        self._verdicts_rows = 0
         # the pod whose verdict was looked up last: Filter and Score of one pod ask in turn
         self._last: tuple[Pod, _Verdict] | None = None
 
@@ -131,12 +170,10 @@ class TaintToleration(Plugin):
     def _verdict(self, pod: Pod) -> _Verdict:
         snapshot = self.handle.snapshot
         sets = self._taint_sets
-        if sets is None or sets.generation != snapshot.node_generation or (
-            id(snapshot) != self._taint_sets_snapshot
-        ):
-            sets = self._taint_sets = _TaintSets(snapshot)
-            self._taint_sets_snapshot = id(snapshot)
-            self._verdicts.clear()
+        if sets.generation != snapshot.node_generation or sets.snapshot_id != id(snapshot):
+            if sets.refresh(snapshot) or self._verdicts_rows != sets.codes.size:
+                self._verdicts.clear()
+                self._verdicts_rows = sets.codes.size
             self._last = None
         last = self._last
         if last is not None and last[0] is pod:
@@ -156,7 +193,7 @@ class TaintToleration(Plugin):
             return None
         reason = verdict.reason[rows]
         passed = reason == 0
-        if passed.all():
+        if np.count_nonzero(passed) == passed.size:
             return None
         return FilterResult(passed, verdict.statuses, reason)
 

@@ -14,6 +14,7 @@ import heapq
 import itertools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from koordpy.api.pod import Pod
 from koordpy.framework.interfaces import ClusterEvent
@@ -25,7 +26,7 @@ BACKOFF = "backoff"
 UNSCHEDULABLE = "unschedulable"
 GATED = "gated"
 
-SortKey = Callable[[QueuedPodInfo], tuple]  # type: ignore[type-arg]
+SortKey = Callable[[QueuedPodInfo], tuple[Any, ...]]
 PreEnqueue = Callable[[Pod], Status | None]
 
 
@@ -51,7 +52,7 @@ class SchedulingQueue:
         self.settings = settings
         self._now = now
         self._seq = itertools.count()
-        self._active: list[tuple[tuple, int, QueuedPodInfo]] = []  # type: ignore[type-arg]
+        self._active: list[tuple[tuple[Any, ...], int, QueuedPodInfo]] = []
         self._backoff: list[tuple[float, int, QueuedPodInfo]] = []
         self.where: dict[str, str] = {}
         self.infos: dict[str, QueuedPodInfo] = {}
@@ -150,7 +151,7 @@ class SchedulingQueue:
         self.in_flight.add(info.key)
         return info
 
-    def peek_key(self) -> tuple | None:  # type: ignore[type-arg]
+    def peek_key(self) -> tuple[Any, ...] | None:
         self._drop_stale_active()
         return self._active[0][0] if self._active else None
 

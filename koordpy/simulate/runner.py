@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from koordpy.cluster.memory import MemoryCluster
 from koordpy.config.models import SchedulerConfiguration
 from koordpy.framework.clock import VirtualClock
 from koordpy.plugins import registry
-from koordpy.cluster.memory import MemoryCluster
 from koordpy.scheduler import Scheduler
 from koordpy.simulate.loader import Scenario
 from koordpy.simulate.report import PodGroupResult, PodResult, PreemptionResult, Report
@@ -40,7 +40,9 @@ def build_world(scenario: Scenario, config: SchedulerConfiguration) -> MemoryClu
     return world
 
 
-def simulate(scenario: Scenario, config: SchedulerConfiguration, max_virtual_seconds: float = 3600.0) -> Report:
+def simulate(
+    scenario: Scenario, config: SchedulerConfiguration, max_virtual_seconds: float = 3600.0
+) -> Report:
     world = build_world(scenario, config)
     world.run(max_virtual_seconds)
     return build_report(world, scenario)

@@ -73,7 +73,9 @@ def test_pod_counter_follows_adds_and_removes() -> None:
     cache = Cache()
     for n in ("a", "b"):
         cache.add_node(make_node(n))
-    matcher = PodMatcher(LabelSelector.from_dict({"matchLabels": {"app": "web"}}, "s"), frozenset({"default"}))  # type: ignore[arg-type]
+    matcher = PodMatcher(
+        LabelSelector.from_dict({"matchLabels": {"app": "web"}}, "s"), frozenset({"default"})
+    )  # type: ignore[arg-type]
     cache.add_pod(make_pod("w1", labels={"app": "web"}, node_name="a"))
     counts = cache.snapshot.pod_count_by_row(matcher)
     cache.add_pod(make_pod("w2", labels={"app": "web"}, node_name="b"))

@@ -18,8 +18,11 @@ def build(config: dict[str, Any]) -> Scheduler:
 
 
 def profile_config(**profile: Any) -> dict[str, Any]:
-    return {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
-            "profiles": [{"schedulerName": "s", **profile}]}
+    return {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "profiles": [{"schedulerName": "s", **profile}],
+    }
 
 
 def test_default_configuration_has_two_profiles_with_every_plugin() -> None:
@@ -32,17 +35,34 @@ def test_default_configuration_has_two_profiles_with_every_plugin() -> None:
 @pytest.mark.parametrize(
     ("plugins", "point", "expected"),
     [
-        pytest.param({"filter": {"disabled": [{"name": "TaintToleration"}]}}, "filter",
-                     lambda names: "TaintToleration" not in names, id="disabled-at-one-point-is-removed-there"),
-        pytest.param({"filter": {"disabled": [{"name": "*"}]}}, "filter",
-                     lambda names: names == [], id="star-disables-every-default-at-that-point"),
-        pytest.param({"multiPoint": {"disabled": [{"name": "*"}], "enabled": [{"name": "NodeAffinity"}]},
-                      "queueSort": {"enabled": [{"name": "PrioritySort"}]},
-                      "bind": {"enabled": [{"name": "DefaultBinder"}]}},
-                     "filter", lambda names: names == ["NodeAffinity"], id="star-in-multipoint-keeps-only-enabled"),
-        pytest.param({"filter": {"enabled": [{"name": "TaintToleration"}]}}, "filter",
-                     lambda names: names[0] == "TaintToleration" and names.count("TaintToleration") == 1,
-                     id="point-specific-enable-runs-first-and-once"),
+        pytest.param(
+            {"filter": {"disabled": [{"name": "TaintToleration"}]}},
+            "filter",
+            lambda names: "TaintToleration" not in names,
+            id="disabled-at-one-point-is-removed-there",
+        ),
+        pytest.param(
+            {"filter": {"disabled": [{"name": "*"}]}},
+            "filter",
+            lambda names: names == [],
+            id="star-disables-every-default-at-that-point",
+        ),
+        pytest.param(
+            {
+                "multiPoint": {"disabled": [{"name": "*"}], "enabled": [{"name": "NodeAffinity"}]},
+                "queueSort": {"enabled": [{"name": "PrioritySort"}]},
+                "bind": {"enabled": [{"name": "DefaultBinder"}]},
+            },
+            "filter",
+            lambda names: names == ["NodeAffinity"],
+            id="star-in-multipoint-keeps-only-enabled",
+        ),
+        pytest.param(
+            {"filter": {"enabled": [{"name": "TaintToleration"}]}},
+            "filter",
+            lambda names: names[0] == "TaintToleration" and names.count("TaintToleration") == 1,
+            id="point-specific-enable-runs-first-and-once",
+        ),
     ],
 )
 def test_plugin_set_merging(plugins: dict[str, Any], point: str, expected: Any) -> None:
@@ -59,16 +79,27 @@ def test_score_weight_from_config_overrides_default() -> None:
 @pytest.mark.parametrize(
     ("config", "path_fragment"),
     [
-        pytest.param(profile_config(plugins={"filter": {"enabled": [{"name": "NoSuchPlugin"}]}}),
-                     "profiles[0].plugins.filter.enabled[0].name", id="unknown-plugin-names-its-place"),
-        pytest.param(profile_config(pluginConfig=[{"name": "NodeAffinity", "args": {"bogus": 1}}]),
-                     "profiles[0].pluginConfig[NodeAffinity].args.bogus", id="unknown-arg-names-its-path"),
-        pytest.param(profile_config(percentageOfNodesToScore=150), "profiles[0].percentageOfNodesToScore",
-                     id="percentage-out-of-range"),
-        pytest.param({"apiVersion": "v2", "kind": "KubeSchedulerConfiguration"}, "apiVersion",
-                     id="wrong-api-version"),
-        pytest.param({"profiles": [{"schedulerName": "a"}, {"schedulerName": "a"}]}, "",
-                     id="duplicate-scheduler-name"),
+        pytest.param(
+            profile_config(plugins={"filter": {"enabled": [{"name": "NoSuchPlugin"}]}}),
+            "profiles[0].plugins.filter.enabled[0].name",
+            id="unknown-plugin-names-its-place",
+        ),
+        pytest.param(
+            profile_config(pluginConfig=[{"name": "NodeAffinity", "args": {"bogus": 1}}]),
+            "profiles[0].pluginConfig[NodeAffinity].args.bogus",
+            id="unknown-arg-names-its-path",
+        ),
+        pytest.param(
+            profile_config(percentageOfNodesToScore=150),
+            "profiles[0].percentageOfNodesToScore",
+            id="percentage-out-of-range",
+        ),
+        pytest.param(
+            {"apiVersion": "v2", "kind": "KubeSchedulerConfiguration"}, "apiVersion", id="wrong-api-version"
+        ),
+        pytest.param(
+            {"profiles": [{"schedulerName": "a"}, {"schedulerName": "a"}]}, "", id="duplicate-scheduler-name"
+        ),
     ],
 )
 def test_invalid_configuration_names_the_field(config: dict[str, Any], path_fragment: str) -> None:

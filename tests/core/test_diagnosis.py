@@ -13,7 +13,10 @@ from koordpy.framework.status import unresolvable, unschedulable
 def test_reasons_are_counted_and_sorted_as_strings() -> None:
     d = Diagnosis()
     rows = np.arange(8)
-    cpu, taint = unschedulable("Insufficient cpu"), unresolvable("node(s) had untolerated taint {dedicated: gitlab}")
+    cpu, taint = (
+        unschedulable("Insufficient cpu"),
+        unresolvable("node(s) had untolerated taint {dedicated: gitlab}"),
+    )
     passed = np.zeros(8, dtype=bool)
     reason_of = np.array([0, 0, 0, 1, 1, 1, 1, 1])
     d.record(rows, FilterResult(passed, [cpu, taint], reason_of), "X")
@@ -24,17 +27,27 @@ def test_reasons_are_counted_and_sorted_as_strings() -> None:
 
 def test_one_node_with_two_reasons_counts_in_both() -> None:
     d = Diagnosis()
-    d.record(np.array([0]), FilterResult(np.array([False]), [unschedulable("Insufficient cpu", "Insufficient memory")]),
-             "NodeResourcesFit")
+    d.record(
+        np.array([0]),
+        FilterResult(np.array([False]), [unschedulable("Insufficient cpu", "Insufficient memory")]),
+        "NodeResourcesFit",
+    )
     assert fit_error_message(1, d) == "0/1 nodes are available: 1 Insufficient cpu, 1 Insufficient memory."
 
 
 @pytest.mark.parametrize(
     ("pre", "post", "expected"),
     [
-        ("pod has unbound immediate PersistentVolumeClaims", "",
-         "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims."),
-        ("", "preemption: not eligible", "0/3 nodes are available: 3 Insufficient cpu. preemption: not eligible."),
+        (
+            "pod has unbound immediate PersistentVolumeClaims",
+            "",
+            "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims.",
+        ),
+        (
+            "",
+            "preemption: not eligible",
+            "0/3 nodes are available: 3 Insufficient cpu. preemption: not eligible.",
+        ),
     ],
     ids=["prefilter-message-replaces-node-reasons", "postfilter-message-follows"],
 )

@@ -11,8 +11,11 @@ from koordpy.queue import ACTIVE, BACKOFF, GATED, UNSCHEDULABLE, QueueSettings, 
 from tests.builders import make_pod
 
 
-def new_queue(clock: VirtualClock, gate: set[str] | None = None,
-              events: dict[str, tuple[ClusterEvent, ...]] | None = None) -> SchedulingQueue:
+def new_queue(
+    clock: VirtualClock,
+    gate: set[str] | None = None,
+    events: dict[str, tuple[ClusterEvent, ...]] | None = None,
+) -> SchedulingQueue:
     def pre_enqueue(pod):  # type: ignore[no-untyped-def]
         if gate and pod.name in gate:
             return unresolvable("gated", plugin="SchedulingGates")
@@ -135,4 +138,3 @@ def test_pending_counts_by_queue() -> None:
     q.add(make_pod("a"))
     q.add(make_pod("g"))
     assert q.counts() == {ACTIVE: 1, BACKOFF: 0, UNSCHEDULABLE: 0, GATED: 1}
-

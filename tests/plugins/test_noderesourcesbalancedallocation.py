@@ -16,8 +16,9 @@ GPU = "example.com/gpu"
 WITH_GPU = {"resources": [{"name": "cpu"}, {"name": "memory"}, {"name": GPU}]}
 
 
-def _harness(nodes: Sequence[dict[str, Any]], pods: Sequence[dict[str, Any]] = (),
-             args: dict[str, Any] | None = None) -> Harness:
+def _harness(
+    nodes: Sequence[dict[str, Any]], pods: Sequence[dict[str, Any]] = (), args: dict[str, Any] | None = None
+) -> Harness:
     return Harness(list(nodes), list(pods), plugins=[BA], args={BA: args} if args is not None else None)
 
 
@@ -25,59 +26,106 @@ CASES = [
     # (nodes, placed pods, incoming pod kwargs, args, expected)
     (
         # cpu 1/4 = .25, memory 1/8 = .125: std .0625 -> 93.75 -> 93
-        [node_dict("a", cpu="4", memory="8Gi")], [], {"cpu": "1", "memory": "1Gi"}, None, {"a": 93},
+        [node_dict("a", cpu="4", memory="8Gi")],
+        [],
+        {"cpu": "1", "memory": "1Gi"},
+        None,
+        {"a": 93},
     ),
     (
-        [node_dict("a", cpu="4", memory="8Gi")], [], {"cpu": "2", "memory": "4Gi"}, None, {"a": 100},
+        [node_dict("a", cpu="4", memory="8Gi")],
+        [],
+        {"cpu": "2", "memory": "4Gi"},
+        None,
+        {"a": 100},
     ),
     (
         # actual requests, not the 100m/200Mi defaults: memory 0/8Gi = 0, cpu .5 -> std .25 -> 75
-        [node_dict("a", cpu="4", memory="8Gi")], [], {"cpu": "2"}, None, {"a": 75},
+        [node_dict("a", cpu="4", memory="8Gi")],
+        [],
+        {"cpu": "2"},
+        None,
+        {"a": 75},
     ),
     (
         # a placed pod without requests adds nothing: same as an empty node, 93
-        [node_dict("a", cpu="4", memory="8Gi")], [pod_dict("p1", node_name="a")], {"cpu": "1", "memory": "1Gi"},
-        None, {"a": 93},
+        [node_dict("a", cpu="4", memory="8Gi")],
+        [pod_dict("p1", node_name="a")],
+        {"cpu": "1", "memory": "1Gi"},
+        None,
+        {"a": 93},
     ),
     (
         # placed pod's requests count: cpu (1+1)/4 = .5, memory (3+1)/8 = .5 -> 100
-        [node_dict("a", cpu="4", memory="8Gi")], [pod_dict("p1", cpu="1", memory="3Gi", node_name="a")],
-        {"cpu": "1", "memory": "1Gi"}, None, {"a": 100},
+        [node_dict("a", cpu="4", memory="8Gi")],
+        [pod_dict("p1", cpu="1", memory="3Gi", node_name="a")],
+        {"cpu": "1", "memory": "1Gi"},
+        None,
+        {"a": 100},
     ),
     (
         # cpu 8/4 capped at 1, memory .5 -> std .25 -> 75
-        [node_dict("a", cpu="4", memory="8Gi")], [], {"cpu": "8", "memory": "4Gi"}, None, {"a": 75},
+        [node_dict("a", cpu="4", memory="8Gi")],
+        [],
+        {"cpu": "8", "memory": "4Gi"},
+        None,
+        {"a": 75},
     ),
     (
         # three resources .25, .5, .75: mean .5, variance .125/3, std .2041 -> 79.58 -> 79
-        [node_dict("g", cpu="4", memory="8Gi", extra={GPU: 4})], [],
-        {"cpu": "1", "memory": "4Gi", "extra_requests": {GPU: 3}}, WITH_GPU, {"g": 79},
+        [node_dict("g", cpu="4", memory="8Gi", extra={GPU: 4})],
+        [],
+        {"cpu": "1", "memory": "4Gi", "extra_requests": {GPU: 3}},
+        WITH_GPU,
+        {"g": 79},
     ),
     (
         # the gpu is not requested: left out, cpu .25 and memory .125 -> 93
-        [node_dict("g", cpu="4", memory="8Gi", extra={GPU: 4})], [], {"cpu": "1", "memory": "1Gi"}, WITH_GPU,
+        [node_dict("g", cpu="4", memory="8Gi", extra={GPU: 4})],
+        [],
+        {"cpu": "1", "memory": "1Gi"},
+        WITH_GPU,
         {"g": 93},
     ),
     (
         # the node has no gpu: left out -> 93
-        [node_dict("a", cpu="4", memory="8Gi")], [], {"cpu": "1", "memory": "1Gi", "extra_requests": {GPU: 1}},
-        WITH_GPU, {"a": 93},
+        [node_dict("a", cpu="4", memory="8Gi")],
+        [],
+        {"cpu": "1", "memory": "1Gi", "extra_requests": {GPU: 1}},
+        WITH_GPU,
+        {"a": 93},
     ),
     (
         # zero allocatable memory: only cpu remains, std 0 -> 100
-        [node_dict("z", cpu="4", memory="0")], [], {"cpu": "1", "memory": "1Gi"}, None, {"z": 100},
+        [node_dict("z", cpu="4", memory="0")],
+        [],
+        {"cpu": "1", "memory": "1Gi"},
+        None,
+        {"z": 100},
     ),
 ]
 IDS = [
-    "two-resources", "perfectly-balanced", "actual-not-nonzero-requests", "placed-best-effort-pod-adds-nothing",
-    "placed-pod-counts", "fraction-capped-at-one", "three-resources", "unrequested-scalar-left-out",
-    "node-without-scalar-left-out", "zero-allocatable-left-out",
+    "two-resources",
+    "perfectly-balanced",
+    "actual-not-nonzero-requests",
+    "placed-best-effort-pod-adds-nothing",
+    "placed-pod-counts",
+    "fraction-capped-at-one",
+    "three-resources",
+    "unrequested-scalar-left-out",
+    "node-without-scalar-left-out",
+    "zero-allocatable-left-out",
 ]
 
 
 @pytest.mark.parametrize(("nodes", "pods", "pod_kw", "args", "expected"), CASES, ids=IDS)
-def test_score(nodes: list[dict[str, Any]], pods: list[dict[str, Any]], pod_kw: dict[str, Any],
-               args: dict[str, Any] | None, expected: dict[str, int]) -> None:
+def test_score(
+    nodes: list[dict[str, Any]],
+    pods: list[dict[str, Any]],
+    pod_kw: dict[str, Any],
+    args: dict[str, Any] | None,
+    expected: dict[str, int],
+) -> None:
     h = _harness(nodes, pods, args)
     assert h.plugin_scores(BA, make_pod("incoming", **pod_kw)) == expected
 

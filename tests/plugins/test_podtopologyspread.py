@@ -69,8 +69,9 @@ def harness(nodes: Sequence[dict[str, Any]], pods: Sequence[dict[str, Any]] = ()
 
 FOUR = [node("a1", "zone-a"), node("a2", "zone-a"), node("b1", "zone-b"), node("b2", "zone-b")]
 THREE_ZONES = [node("a1", "zone-a"), node("b1", "zone-b"), node("c1", "zone-c")]
+IN_ZONES_A_B = {"key": ZONE, "operator": "In", "values": ["zone-a", "zone-b"]}
 ZONES_A_B = {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-    "nodeSelectorTerms": [{"matchExpressions": [{"key": ZONE, "operator": "In", "values": ["zone-a", "zone-b"]}]}],
+    "nodeSelectorTerms": [{"matchExpressions": [IN_ZONES_A_B]}],
 }}}}
 
 

@@ -151,3 +151,20 @@ def test_taint_change_is_seen_by_the_next_pod() -> None:
     h.cache.update_node(make_node("n1", taints=[GPU_NE]))
     h.cache.update_node(make_node("n2"))
     assert h.feasible(pod)[0] == ["n2"]
+
+
+def test_added_and_replaced_nodes_are_seen_by_the_next_pod() -> None:
+    h = Harness([node_dict("n1"), node_dict("n2", taints=[GITLAB_NS])], plugins=[NAME])
+    pod = pod_tolerating()
+    assert h.feasible(pod)[0] == ["n1"]
+    h.cache.add_node(make_node("n3"))
+    assert h.feasible(pod)[0] == ["n1", "n3"]
+    # the removed node's row is reused by the next node added
+    h.cache.remove_node("n1")
+    h.cache.add_node(make_node("n4", taints=[GPU_NE]))
+    feasible, diagnosis = h.feasible(pod)
+    assert feasible == ["n3"]
+    assert fit_error_message(3, diagnosis) == (
+        "0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: gitlab}, "
+        "1 node(s) had untolerated taint {gpu: true}."
+    )

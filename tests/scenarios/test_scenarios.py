@@ -19,8 +19,9 @@ HERE = Path(__file__).parent
 NODES = "nodes_two_zones.yaml"
 
 
-def run_simulate(capsys: pytest.CaptureFixture[str], files: Sequence[str], config: str | None = None,
-                 output: str = "json") -> tuple[int, str, str]:
+def run_simulate(
+    capsys: pytest.CaptureFixture[str], files: Sequence[str], config: str | None = None, output: str = "json"
+) -> tuple[int, str, str]:
     argv = ["simulate", *(str(HERE / f) for f in files), "--output", output]
     if config:
         argv += ["--config", str(HERE / "configs" / config)]
@@ -41,11 +42,13 @@ class Expect:
 
 CASES: list[Any] = [
     pytest.param(
-        [NODES, "resources_insufficient.yaml"], None,
+        [NODES, "resources_insufficient.yaml"],
+        None,
         {
             "fits": Expect("Bound", nodes={"a1", "a2", "b1"}),
             "too-big": Expect(
-                "Pending", reason="Unschedulable",
+                "Pending",
+                reason="Unschedulable",
                 message="0/4 nodes are available: 1 node(s) had untolerated taint {dedicated: gitlab}, "
                 "3 Insufficient cpu.",
             ),
@@ -53,11 +56,13 @@ CASES: list[Any] = [
         id="insufficient-cpu-explained-per-node",
     ),
     pytest.param(
-        [NODES, "taints.yaml"], None,
+        [NODES, "taints.yaml"],
+        None,
         {
             "tolerates-gitlab": Expect("Bound", nodes={"b2"}),
             "no-toleration": Expect(
-                "Pending", reason="Unschedulable",
+                "Pending",
+                reason="Unschedulable",
                 message="0/4 nodes are available: 1 node(s) had untolerated taint {dedicated: gitlab}, "
                 "3 node(s) didn't match Pod's node affinity/selector.",
             ),
@@ -65,47 +70,65 @@ CASES: list[Any] = [
         id="taint-blocks-pods-without-toleration",
     ),
     pytest.param(
-        [NODES, "affinity_and_spread.yaml"], None,
+        [NODES, "affinity_and_spread.yaml"],
+        None,
         {
             "cache-0": Expect("Bound", nodes={"a1", "b1"}),
             "cache-1": Expect("Bound", nodes={"a1", "b1"}),
             "cache-2": Expect(
-                "Pending", reason="Unschedulable",
+                "Pending",
+                reason="Unschedulable",
                 message="0/4 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, "
-                "1 node(s) had untolerated taint {dedicated: gitlab}, 2 node(s) didn't match pod anti-affinity rules.",
+                "1 node(s) had untolerated taint {dedicated: gitlab}, "
+                "2 node(s) didn't match pod anti-affinity rules.",
             ),
             "web-0": Expect("Bound"),
         },
         id="required-affinity-and-one-per-host-anti-affinity",
     ),
     pytest.param(
-        ["priority_first.yaml"], None,
+        ["priority_first.yaml"],
+        None,
         {
             "high": Expect("Bound", nodes={"only"}),
-            "low": Expect("Pending", reason="Unschedulable",
-                          message_startswith="0/1 nodes are available: 1 Insufficient cpu."),
+            "low": Expect(
+                "Pending",
+                reason="Unschedulable",
+                message_startswith="0/1 nodes are available: 1 Insufficient cpu.",
+            ),
         },
         id="higher-priority-pod-scheduled-first",
     ),
     pytest.param(
-        [NODES, "bad_pods_do_not_block.yaml"], None,
+        [NODES, "bad_pods_do_not_block.yaml"],
+        None,
         {
-            "bad-quantity": Expect("Pending", reason="InvalidSpec",
-                                   message_contains=("spec.containers[0].resources.requests.memory", "10 gigs")),
-            "bad-toleration": Expect("Pending", reason="InvalidSpec", message_contains=("spec.tolerations[0]",)),
+            "bad-quantity": Expect(
+                "Pending",
+                reason="InvalidSpec",
+                message_contains=("spec.containers[0].resources.requests.memory", "10 gigs"),
+            ),
+            "bad-toleration": Expect(
+                "Pending", reason="InvalidSpec", message_contains=("spec.tolerations[0]",)
+            ),
             "other-scheduler": Expect("Pending", reason="SchedulerNotFound", message_contains=("volcano",)),
-            "gated": Expect("Pending", reason="SchedulingGated",
-                            message="waiting for scheduling gates: [example.com/quota]"),
+            "gated": Expect(
+                "Pending",
+                reason="SchedulingGated",
+                message="waiting for scheduling gates: [example.com/quota]",
+            ),
             "good": Expect("Bound"),
         },
         id="malformed-pods-reported-and-others-scheduled",
     ),
     pytest.param(
-        [NODES, "preplaced.yaml"], None,
+        [NODES, "preplaced.yaml"],
+        None,
         {
             "running": Expect("Bound", nodes={"a1"}),
             "wants-a1": Expect(
-                "Pending", reason="Unschedulable",
+                "Pending",
+                reason="Unschedulable",
                 message="0/4 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint "
                 "{dedicated: gitlab}, 2 node(s) didn't match Pod's node affinity/selector.",
             ),
@@ -113,17 +136,22 @@ CASES: list[Any] = [
         id="pre-placed-pod-occupies-its-node",
     ),
     pytest.param(
-        ["binpack.yaml"], "binpack.yaml",
-        {"db-0": Expect("Bound", nodes={"x1"}), "db-1": Expect("Bound", nodes={"x1"}),
-         "db-2": Expect("Bound", nodes={"x1"})},
+        ["binpack.yaml"],
+        "binpack.yaml",
+        {
+            "db-0": Expect("Bound", nodes={"x1"}),
+            "db-1": Expect("Bound", nodes={"x1"}),
+            "db-2": Expect("Bound", nodes={"x1"}),
+        },
         id="most-allocated-config-packs-one-node",
     ),
 ]
 
 
 @pytest.mark.parametrize(("files", "config", "expected"), CASES)
-def test_scenario(capsys: pytest.CaptureFixture[str], files: list[str], config: str | None,
-                  expected: dict[str, Expect]) -> None:
+def test_scenario(
+    capsys: pytest.CaptureFixture[str], files: list[str], config: str | None, expected: dict[str, Expect]
+) -> None:
     code, out, err = run_simulate(capsys, files, config)
     assert code == 0, err
     report = json.loads(out)
@@ -163,7 +191,12 @@ def test_report_lists_every_pod_in_input_order(capsys: pytest.CaptureFixture[str
     assert code == 0
     report = json.loads(out)
     assert [p["name"] for p in report["pods"]] == [
-        "bad-quantity", "bad-toleration", "other-scheduler", "gated", "good"]
+        "bad-quantity",
+        "bad-toleration",
+        "other-scheduler",
+        "gated",
+        "good",
+    ]
     assert set(report) >= {"pods", "podGroups", "preemptions", "virtualSeconds"}
     assert "clusterNetworkTopology" not in report
 
@@ -178,12 +211,18 @@ def test_other_outputs_render(capsys: pytest.CaptureFixture[str], output: str) -
 @pytest.mark.parametrize(
     ("files", "config", "fragments"),
     [
-        pytest.param([NODES, "bad_input_node.yaml"], None,
-                     ("bad_input_node.yaml", "document 2", "Node broken", "status.allocatable.cpu"),
-                     id="unparsable-node-capacity-names-file-document-field"),
-        pytest.param(["binpack.yaml"], "bad_strategy.yaml",
-                     ("profiles[0].pluginConfig[NodeResourcesFit].args.scoringStrategy.type",),
-                     id="bad-plugin-args-name-the-path"),
+        pytest.param(
+            [NODES, "bad_input_node.yaml"],
+            None,
+            ("bad_input_node.yaml", "document 2", "Node broken", "status.allocatable.cpu"),
+            id="unparsable-node-capacity-names-file-document-field",
+        ),
+        pytest.param(
+            ["binpack.yaml"],
+            "bad_strategy.yaml",
+            ("profiles[0].pluginConfig[NodeResourcesFit].args.scoringStrategy.type",),
+            id="bad-plugin-args-name-the-path",
+        ),
         pytest.param(["does-not-exist.yaml"], None, ("does-not-exist.yaml",), id="missing-file"),
     ],
 )
