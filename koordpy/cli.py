@@ -85,6 +85,98 @@ def build_parser() -> argparse.ArgumentParser:
 _EXTRA_COMMANDS: list[Callable[[Any], None]] = []
 
 
+_GO_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_go_duration(text: str, path: str) -> float:
+    """Seconds in a Go duration string such as `15s`, `1m30s` or `500ms` (the configuration's
+    leaderElection section is written in them)."""
+    import re
+
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)", text)
+    if not text or "".join(n + u for n, u in parts) != text:
+        raise ConfigError(path, f"not a duration: {text!r} (write e.g. 15s, 1m30s, 500ms)")
+    return sum(float(n) * _GO_DURATION_UNITS[u] for n, u in parts)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    import asyncio
+    import logging
+
+    from koordpy.framework.clock import RealClock
+    from koordpy.plugins import registry
+    from koordpy.scheduler import Scheduler
+
+    try:
+        config = _load_config(args.config)
+        # building the scheduler validates every profile and plugin args before connecting
+        Scheduler(config, registry(), RealClock())
+        election = config.leaderElection
+        lease_duration = args.lease_duration or parse_go_duration(
+            election.leaseDuration, "leaderElection.leaseDuration")
+        renew_deadline = args.renew_deadline or parse_go_duration(
+            election.renewDeadline, "leaderElection.renewDeadline")
+        retry_period = args.retry_period or parse_go_duration(
+            election.retryPeriod, "leaderElection.retryPeriod")
+    except ConfigError as err:
+        source = err.source or args.config or "configuration"
+        print(f"koordpy: invalid configuration: {source}: {err.path + ': ' if err.path else ''}{err.message}",
+              file=sys.stderr)
+        return EXIT_INVALID_INPUT
+    leader_elect = election.leaderElect if args.leader_elect is None else args.leader_elect
+    if leader_elect and not lease_duration > renew_deadline > 1.2 * retry_period > 0:
+        print("koordpy: invalid leader election timing: need lease duration > renew deadline > "
+              f"1.2 x retry period > 0 (got {lease_duration}s, {renew_deadline}s, {retry_period}s)",
+              file=sys.stderr)
+        return EXIT_INVALID_INPUT
+    logging.basicConfig(level=args.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    from koordpy.cluster.kube import RunOptions, default_identity, run
+
+    options = RunOptions(
+        config=config,
+        kubeconfig=args.kubeconfig,
+        context=args.context,
+        leader_elect=leader_elect,
+        lease_name=args.lease_name or election.resourceName,
+        lease_namespace=args.lease_namespace or election.resourceNamespace,
+        lease_duration=lease_duration,
+        renew_deadline=renew_deadline,
+        retry_period=retry_period,
+        bind_address=args.bind_address,
+        metrics_port=args.metrics_port,
+        shutdown_timeout=args.shutdown_timeout,
+        identity=args.identity or default_identity(),
+    )
+    return asyncio.run(run(options))
+
+
+def _add_run_command(sub: Any) -> None:
+    run = sub.add_parser("run", help="schedule the pods of a Kubernetes cluster")
+    run.add_argument("--kubeconfig",
+                     help="kubeconfig file (default: in-cluster, then $KUBECONFIG or ~/.kube/config)")
+    run.add_argument("--context", help="kubeconfig context to use")
+    run.add_argument("--config", help="scheduler configuration (KubeSchedulerConfiguration)")
+    run.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=None,
+                     help="run only while holding the Lease (default: the configuration's leaderElection)")
+    run.add_argument("--lease-name", help="name of the Lease (default koordpy)")
+    run.add_argument("--lease-namespace", help="namespace of the Lease (default kube-system)")
+    run.add_argument("--lease-duration", type=float, help="seconds a standby waits before taking over (15)")
+    run.add_argument("--renew-deadline", type=float, help="seconds the leader keeps trying to renew (10)")
+    run.add_argument("--retry-period", type=float, help="seconds between lease attempts (2)")
+    run.add_argument("--identity", help="leader-election holder identity (default <hostname>_<uuid>)")
+    run.add_argument("--bind-address", default="0.0.0.0", help="address of /metrics, /healthz, /readyz")
+    run.add_argument("--metrics-port", type=int, default=10259, help="port of /metrics, /healthz, /readyz")
+    run.add_argument("--shutdown-timeout", type=float, default=15.0,
+                     help="seconds to wait for bindings in flight on SIGTERM")
+    run.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    run.set_defaults(func=cmd_run)
+
+
+_EXTRA_COMMANDS.append(_add_run_command)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -120,7 +127,8 @@ class SchedulerMetrics:
         )
         self.bindings = Counter(
             "koordpy_bindings_total",
-            "Binding API calls by result: 'success', or 'error' when the apiserver refused or the call failed.",
+            "Binding API calls by result: 'success', or 'error' when the apiserver refused or the call "
+            "failed.",
             ["result"],
             registry=r,
         )
@@ -143,7 +151,8 @@ class SchedulerMetrics:
         self.watch_restarts = Counter(
             "koordpy_watch_restarts_total",
             "Watches that ended and were started again, by resource and reason "
-            "('expired' re-lists after 410 Gone, 'error' backs off, 'closed' is the server's normal timeout).",
+            "('expired' re-lists after 410 Gone, 'error' backs off, 'closed' is the server's normal "
+            "timeout).",
             ["resource", "reason"],
             registry=r,
         )

@@ -26,6 +26,7 @@ from koordpy.framework.diagnosis import Diagnosis, fit_error_message
 from koordpy.framework.effects import Bind, Effect, Evict, Nominate, PodUnschedulable, RecordEvent
 from koordpy.framework.handle import Handle
 from koordpy.framework.interfaces import (
+    BatchResult,
     NODE_ADD,
     NODE_UPDATE,
     POD_ADD,
@@ -43,6 +44,7 @@ from koordpy.queue import QueueSettings, SchedulingQueue
 REASON_UNSCHEDULABLE = "Unschedulable"
 REASON_INVALID_SPEC = "InvalidSpec"
 REASON_SCHEDULER_ERROR = "SchedulerError"
+REASON_SCHEDULING_GATED = "SchedulingGated"
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
@@ -118,7 +120,14 @@ class Scheduler:
         self.waiting = WaitingPods()
         self.outbox: list[Effect] = []
         self.observer: SchedulerObserver = observer or NullObserver()
-        self.services: dict[str, object] = {}
+        self.services: dict[str, Any] = {}
+        # features that follow every pod event (e.g. the gang registry): callables(action, pod)
+        self.pod_listeners: list[Callable[[str, Pod], None]] = []
+        # handlers for other kinds (PodGroup, PodDisruptionBudget, ClusterNetworkTopology, ...):
+        # kind -> callables(action, obj) where action is Add, Update or Delete and obj the API dict
+        self.object_handlers: dict[str, list[Callable[[str, Mapping[str, Any]], None]]] = {}
+        self.services["pod_listeners"] = self.pod_listeners
+        self.services["register_object_handler"] = self.register_object_handler
         self.profiles: dict[str, Profile] = {}
         self.queues: dict[str, SchedulingQueue] = {}
         settings = QueueSettings(
@@ -138,19 +147,30 @@ class Scheduler:
                 profile.events,
                 settings,
                 clock.now,
+                on_gate=self._gate_observer(profile.name),
             )
         self._profile_order = list(self.profiles)
-        self._rr = 0
-        self._next_start = 0
-        # every pod the scheduler knows of, by key
+        # every pod the scheduler knows of, by key (set before queues can call back)
         self.pods: dict[str, Pod] = {}
         self.outcomes: dict[str, PodOutcome] = {}
+        self._rr = 0
+        self._next_start = 0
         self._waiting_info: dict[str, tuple[QueuedPodInfo, Profile]] = {}
         self.bindings: dict[str, Binding] = {}
         self.observe_plugins = False
-        # handlers for other kinds (PodGroup, PodDisruptionBudget, ClusterNetworkTopology, ...):
-        # kind -> callables(action, obj) where action is Add, Update or Delete and obj the API dict
-        self.object_handlers: dict[str, list[Callable[[str, Mapping[str, Any]], None]]] = {}
+
+    def _gate_observer(self, profile: str) -> Callable[[QueuedPodInfo, Status | None], None]:
+        def on_gate(info: QueuedPodInfo, st: Status | None) -> None:
+            pod = info.pod
+            if st is None:
+                self.outcomes.pop(pod.key, None)
+                return
+            reason = st.reason or (REASON_SCHEDULING_GATED if st.plugin == "SchedulingGates" else
+                                   REASON_UNSCHEDULABLE)
+            self.outcomes[pod.key] = PodOutcome(reason, st.message)
+            self.outbox.append(PodUnschedulable(pod, reason, st.message, profile))
+
+        return on_gate
 
     def _observe_plugin(self, point: str, plugin: str, status: str, seconds: float) -> None:
         if self.observe_plugins:
@@ -189,8 +209,13 @@ class Scheduler:
     def serves(self, pod: Pod) -> bool:
         return pod.scheduler_name in self.profiles
 
+    def _tell_listeners(self, action: str, pod: Pod) -> None:
+        for listener in self.pod_listeners:
+            listener(action, pod)
+
     def on_pod_add(self, pod: Pod) -> None:
         self.pods[pod.key] = pod
+        self._tell_listeners("Add", pod)
         if pod.node_name:
             self._assigned(pod)
             self._broadcast(POD_ADD)
@@ -202,11 +227,15 @@ class Scheduler:
         if pod.spec_error is not None:
             self._invalid(pod, str(pod.spec_error))
             return
-        self.queues[pod.scheduler_name].add(pod)
+        queue = self.queues[pod.scheduler_name]
+        # a new pending pod can open the gate of pods waiting for it (a gang reaching its minimum)
+        queue.recheck_gated()
+        queue.add(pod)
 
     def on_pod_update(self, pod: Pod) -> None:
         old = self.pods.get(pod.key)
         self.pods[pod.key] = pod
+        self._tell_listeners("Update", pod)
         if pod.node_name:
             self._assigned(pod)
             self._broadcast(POD_UPDATE)
@@ -229,6 +258,7 @@ class Scheduler:
     def on_pod_delete(self, pod: Pod) -> None:
         key = pod.key
         known = self.pods.pop(key, pod)
+        self._tell_listeners("Delete", known)
         self.outcomes.pop(key, None)
         self.nominator.remove(known)
         wp = self.waiting.get(key)
@@ -283,6 +313,7 @@ class Scheduler:
         """Time moved: end backoffs, flush the pool, time out permit waits."""
         for q in self.queues.values():
             q.flush()
+            q.recheck_gated()
         self._resolve_waiting()
 
     def schedule_one(self) -> bool:
@@ -305,21 +336,77 @@ class Scheduler:
         if pod.node_name or self.cache.pod_state(pod.key) is not None or pod.deletion_ts is not None:
             queue.done(pod.key)
             return
+        batcher = profile.batcher
+        members = batcher.batch_members(pod) if batcher is not None else None  # type: ignore[attr-defined]
+        if members is None:
+            self._attempt(profile, queue, info)
+        else:
+            self._cycle_batch(profile, queue, info, members)
+
+    def _attempt(
+        self, profile: Profile, queue: SchedulingQueue, info: QueuedPodInfo, post_filter: bool = True
+    ) -> str | None:
+        """One pod's scheduling cycle; None when it was placed (reserved), else why it was not."""
+        pod = info.pod
         start = time.perf_counter()
         state = CycleState()
         diagnosis = Diagnosis()
         row, status = self._find_node(profile, state, pod, diagnosis)
         if row is None:
-            self._handle_failure(profile, queue, info, state, diagnosis, status)
+            message = self._handle_failure(profile, queue, info, state, diagnosis, status, post_filter)
             self.observer.attempt(
                 "error" if status is not None and status.code == Code.ERROR else "unschedulable",
                 profile.name,
                 time.perf_counter() - start,
             )
-            return
+            return message
         node_name = self.cache.snapshot.node_name(row)
-        self._assume_and_permit(profile, queue, info, state, node_name)
-        self.observer.attempt("scheduled", profile.name, time.perf_counter() - start)
+        message = self._assume_and_permit(profile, queue, info, state, node_name)
+        self.observer.attempt("scheduled" if message is None else "unschedulable", profile.name,
+                              time.perf_counter() - start)
+        return message
+
+    def _cycle_batch(self, profile: Profile, queue: SchedulingQueue, info: QueuedPodInfo, members: list[Pod]) -> None:
+        """Place a gang group as a unit: every pending member back to back, each seeing the earlier
+        ones assumed; then the batcher releases, keeps or rolls back the group."""
+        from_batcher = profile.batcher
+        assert from_batcher is not None
+        infos: list[QueuedPodInfo] = []
+        seen = False
+        for member in members:
+            if member.key == info.key:
+                infos.append(info)
+                seen = True
+                continue
+            taken = queue.take(member.key)
+            if taken is not None:
+                taken.pod = self.pods.get(member.key, taken.pod)
+                infos.append(taken)
+        if not seen:
+            infos.insert(0, info)
+        attempted: list[str] = []
+        failed: dict[str, str] = {}
+        stop_on_failure = from_batcher.stops_on_failure(info.pod)  # type: ignore[attr-defined]
+        for member_info in infos:
+            if failed and stop_on_failure:
+                # the gang is rolled back anyway; members not tried wait for the next pass
+                queue.add_unschedulable(member_info, (from_batcher.NAME,))
+                continue
+            if member_info.pod.spec_error is not None or member_info.key not in self.pods:
+                queue.done(member_info.key)
+                continue
+            attempted.append(member_info.key)
+            message = self._attempt(profile, queue, member_info, post_filter=not failed)
+            if message is not None:
+                failed[member_info.key] = message
+        result = BatchResult(attempted, failed)
+        message = from_batcher.batch_end(info.pod, result, self.cache.snapshot.node_count)  # type: ignore[attr-defined]
+        self._resolve_waiting()
+        if message:
+            for member in from_batcher.batch_members(info.pod) or ():  # type: ignore[attr-defined]
+                if member.key in self.pods and not self.cache.is_assumed(member.key):
+                    self.outcomes[member.key] = PodOutcome(REASON_UNSCHEDULABLE, message)
+                    self.outbox.append(PodUnschedulable(member, REASON_UNSCHEDULABLE, message, profile.name))
 
     def _find_node(
         self, profile: Profile, state: CycleState, pod: Pod, diagnosis: Diagnosis
@@ -384,16 +471,18 @@ class Scheduler:
         state: CycleState,
         diagnosis: Diagnosis,
         status: Status | None,
-    ) -> None:
+        post_filter: bool = True,
+    ) -> str:
+        """Record why the pod fits nowhere (after PostFilter had its chance) and requeue it."""
         pod = info.pod
         if status is not None and status.code == Code.ERROR:
             message = status.message
             self.outcomes[pod.key] = PodOutcome(REASON_SCHEDULER_ERROR, message)
             self.outbox.append(PodUnschedulable(pod, REASON_SCHEDULER_ERROR, message, profile.name))
             queue.add_unschedulable(info, (), error=True)
-            return
+            return message
         nominated: str | None = None
-        if profile.post_filter:
+        if profile.post_filter and post_filter:
             outbox_before = len(self.outbox)
             result = profile.run_post_filter(state, pod, diagnosis)
             self.observer.preemption(
@@ -411,6 +500,7 @@ class Scheduler:
         self.outcomes[pod.key] = PodOutcome(REASON_UNSCHEDULABLE, message)
         self.outbox.append(PodUnschedulable(pod, REASON_UNSCHEDULABLE, message, profile.name, nominated))
         queue.add_unschedulable(info, diagnosis.unschedulable_plugins)
+        return message
 
     def fit_message(self, diagnosis: Diagnosis) -> str:
         return fit_error_message(self.cache.snapshot.node_count, diagnosis)
@@ -418,7 +508,8 @@ class Scheduler:
     # ============================================================================ reserve / permit
     def _assume_and_permit(
         self, profile: Profile, queue: SchedulingQueue, info: QueuedPodInfo, state: CycleState, node_name: str
-    ) -> None:
+    ) -> str | None:
+        """Assume, Reserve, Permit; None when the pod holds its node (binding or waiting)."""
         pod = info.pod
         self.cache.assume_pod(pod, node_name)
         self.nominator.remove(pod)
@@ -426,20 +517,22 @@ class Scheduler:
         if st is not None:
             self.cache.forget_pod(pod)
             self._requeue_with(profile, queue, info, st)
-            return
+            return st.message
         st, waits = profile.run_permit(state, pod, node_name)
         if st is not None:
             profile.run_unreserve(state, pod, node_name)
             self.cache.forget_pod(pod)
             self._requeue_with(profile, queue, info, st)
-            return
+            return st.message
         if waits:
-            deadline = self.clock.now() + max(waits.values())
-            self.waiting.add(WaitingPod(pod, node_name, state, profile.name, deadline, set(waits)))
+            timeout = max(waits.values())
+            self.waiting.add(
+                WaitingPod(pod, node_name, state, profile.name, self.clock.now() + timeout, set(waits), timeout=timeout)
+            )
             self._waiting_info[pod.key] = (info, profile)
             self._resolve_waiting()
-            return
-        self._start_binding(profile, info, state, node_name)
+            return None
+        return self._start_binding(profile, info, state, node_name)
 
     def _requeue_with(
         self, profile: Profile, queue: SchedulingQueue, info: QueuedPodInfo, st: Status
@@ -458,10 +551,7 @@ class Scheduler:
         for wp in self.waiting.all():
             if wp.rejected is None and wp.pending_plugins and wp.deadline <= now:
                 plugins = ",".join(sorted(wp.pending_plugins))
-                wp.reject(
-                    plugins,
-                    f"rejected due to timeout after waiting {wp.deadline - now:.0f}s at plugin {plugins}",
-                )
+                wp.reject(plugins, f"rejected due to timeout after waiting {wp.timeout:g}s at plugin {plugins}")
             if wp.rejected is not None:
                 self.waiting.pop(wp.pod.key)
                 info, profile = self._waiting_info.pop(wp.pod.key)
@@ -480,16 +570,17 @@ class Scheduler:
     # ============================================================================ binding
     def _start_binding(
         self, profile: Profile, info: QueuedPodInfo, state: CycleState, node_name: str
-    ) -> None:
+    ) -> str | None:
         pod = info.pod
         st, annotations = profile.run_pre_bind(state, pod, node_name)
         if st is not None:
             profile.run_unreserve(state, pod, node_name)
             self.cache.forget_pod(pod)
             self._requeue_with(profile, self.queues[profile.name], info, st)
-            return
+            return st.message
         self.bindings[pod.key] = Binding(info, profile, state, node_name)
         self.outbox.append(Bind(pod, node_name, profile.name, tuple(annotations)))
+        return None
 
     def binding_done(self, key: str, error: str | None = None) -> None:
         """The world reports how a Bind decision ended."""

@@ -124,6 +124,14 @@ class FilterResult:
 
 
 @dataclass(slots=True)
+class BatchResult:
+    """What the scheduler tells a batching plugin at the end of a pass over a group's members."""
+
+    attempted: list[str]
+    failed: dict[str, str]  # pod key -> why it did not fit
+
+
+@dataclass(slots=True)
 class PostFilterResult:
     nominated_node: str | None
     status: Status

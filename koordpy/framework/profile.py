@@ -107,11 +107,20 @@ def resolve_plugins(config: Plugins | None, registry: Registry, path: str) -> Re
             if point == "score":
                 out.weights[ref.name] = ref.weight or 1
         out.points[point] = names
+    sorts = out.points.get("queueSort", [])
+    if len(sorts) > 1 and not specific_queue_sort(merged) and "PrioritySort" in sorts:
+        # koordpy's defaults carry two queue sorts; the gang-aware one orders plain pods by priority
+        # and arrival just as PrioritySort does, so it wins unless the configuration names one
+        sorts.remove("PrioritySort")
     if len(out.points.get("queueSort", [])) != 1:
         raise ConfigError(f"{path}.plugins.queueSort", "exactly one queueSort plugin must be enabled")
     if not out.points.get("bind"):
         raise ConfigError(f"{path}.plugins.bind", "at least one bind plugin must be enabled")
     return out
+
+
+def specific_queue_sort(plugins: Plugins) -> bool:
+    return bool(plugins.queueSort.enabled)
 
 
 def validate_args(cls: type[Plugin], raw: Mapping[str, Any] | None, path: str) -> Any:
@@ -168,6 +177,8 @@ class Profile:
         self.bind = [self.plugins[n] for n in pts["bind"]]
         self.post_bind = [self.plugins[n] for n in pts["postBind"]]
         self.resolved = resolved
+        # a plugin that places groups of pods as a unit (gang scheduling), when one is enabled
+        self.batcher: Plugin | None = next((p for p in self.permit if hasattr(p, "batch_members")), None)
         self.observe: DurationObserver | None = None
         # the events that can make a pod rejected by each plugin schedulable again
         self.events: dict[str, tuple[ClusterEvent, ...]] = {

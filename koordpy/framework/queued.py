@@ -19,6 +19,7 @@ class QueuedPodInfo:
     # when the current backoff ends
     backoff_expiry: float = 0.0
     gated_by: str = ""
+    gated_reason: str = ""
     gated_message: str = ""
     seq: int = 0
 

@@ -35,6 +35,9 @@ class Status:
     code: Code
     reasons: tuple[str, ...] = ()
     plugin: str = ""
+    # a machine-readable reason for the pod's condition when the default does not fit
+    # (e.g. InvalidSpec, GangNotReady, SchedulingGated)
+    reason: str = ""
 
     @property
     def message(self) -> str:
@@ -49,7 +52,7 @@ class Status:
         return self.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
 
     def with_plugin(self, plugin: str) -> Status:
-        return self if self.plugin == plugin else Status(self.code, self.reasons, plugin)
+        return self if self.plugin == plugin else Status(self.code, self.reasons, plugin, self.reason)
 
     def __str__(self) -> str:
         return self.message or self.code.label

@@ -17,6 +17,7 @@ class WaitingPod:
     deadline: float
     # plugins that asked it to wait and have not allowed it yet
     pending_plugins: set[str] = field(default_factory=set)
+    timeout: float = 0.0
     rejected: str | None = None
     rejected_by: str = ""
 

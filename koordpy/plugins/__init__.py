@@ -21,7 +21,7 @@ def registry() -> dict[str, type[Plugin]]:
                 isinstance(obj, type)
                 and issubclass(obj, Plugin)
                 and obj.NAME
-                and obj.__module__ == module.__name__
+                and (obj.__module__ == module.__name__ or obj.__module__.startswith(module.__name__ + "."))
             ):
                 if obj.NAME in found and found[obj.NAME] is not obj:
                     raise RuntimeError(f"two plugins are named {obj.NAME}")

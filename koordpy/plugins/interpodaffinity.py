@@ -26,7 +26,7 @@ from pydantic import Field, field_validator
 from koordpy.api.affinity import AffinityTerm
 from koordpy.api.labels import LabelSelector
 from koordpy.api.pod import Pod
-from koordpy.cache.snapshot import LabelColumn, PodMatcher, Snapshot
+from koordpy.cache.snapshot import PodMatcher, Snapshot
 from koordpy.config.args import PluginArgs
 from koordpy.framework.cycle_state import CycleState
 from koordpy.framework.interfaces import (
@@ -136,42 +136,61 @@ def _any_domain(domains: Domains) -> bool:
     return any(bool(d[1:].any()) for d in domains.values())
 
 
-def _by_domain(col: LabelColumn | None, per_row: np.ndarray) -> np.ndarray:
-    """Sum of `per_row` over each domain of one topology key, indexed by code + 1."""
-    if col is None:
+class _DomainSlots:
+    """Each row's domain slot per topology key (label code + 1, 0 for a node without the key) as
+    index arrays over rows [0, high_water). They depend on node objects only, so they are rebuilt
+    when the snapshot's node generation moves."""
+
+    __slots__ = ("_by_key", "_generation", "_snapshot")
+
+    def __init__(self) -> None:
+        self._by_key: dict[str, tuple[np.ndarray, int] | None] = {}
+        self._generation = -1
+        self._snapshot: Snapshot | None = None
+
+    def get(self, snap: Snapshot, key: str) -> tuple[np.ndarray, int] | None:
+        """(slot per row, number of slots); None when no node has the key."""
+        if snap is not self._snapshot or snap.node_generation != self._generation:
+            self._snapshot = snap
+            self._generation = snap.node_generation
+            self._by_key.clear()
+        if key in self._by_key:
+            return self._by_key[key]
+        col = snap.labels.get(key)
+        found = None
+        if col is not None:
+            # intp indices: numpy gathers several times faster with them than with int32
+            found = ((col.codes[: snap.high_water] + 1).astype(np.intp), len(col.values) + 1)
+        self._by_key[key] = found
+        return found
+
+
+def _by_domain(slots: tuple[np.ndarray, int] | None, per_row: np.ndarray) -> np.ndarray:
+    """Sum of `per_row` over each domain of one topology key, indexed by slot."""
+    if slots is None:
         return np.zeros(1, dtype=np.int64)
-    size = len(col.values) + 1
-    hit = np.flatnonzero(per_row)
-    if hit.size == 0:
-        return np.zeros(size, dtype=np.int64)
-    sums = np.bincount(col.codes[hit] + 1, weights=per_row[hit], minlength=size)
-    out = np.rint(sums).astype(np.int64)
+    at, size = slots
+    # the sums are integers far below 2**53: exact in the float64 bincount adds with
+    out = np.bincount(at, weights=per_row[: at.size], minlength=size).astype(np.int64)
     out[0] = 0
     return out
 
 
-def _domain_values(dom: np.ndarray, col: LabelColumn, codes: np.ndarray) -> np.ndarray:
-    """Each row's value of its domain, given the rows' codes for the domain's key."""
-    if dom.size <= len(col.values):
-        # label values added after the counts were taken hold no counted pod
-        grown = np.zeros(len(col.values) + 1, dtype=dom.dtype)
-        grown[: dom.size] = dom
-        dom = grown
-    return dom[codes + 1]
+def _fitted(dom: np.ndarray, size: int) -> np.ndarray:
+    """`dom` over `size` slots: label values that appeared after the counts were taken hold none."""
+    if dom.size >= size:
+        return dom
+    grown = np.zeros(size, dtype=dom.dtype)
+    grown[: dom.size] = dom
+    return grown
 
 
-def _bump(domains: Domains, snap: Snapshot, key: str, row: int, delta: int) -> None:
-    col = snap.labels.get(key)
-    if col is None or col.codes[row] < 0:
+def _bump(domains: Domains, slots: tuple[np.ndarray, int] | None, key: str, row: int, delta: int) -> None:
+    if slots is None or row >= slots[0].size or slots[0][row] == 0:
         return
-    slot = int(col.codes[row]) + 1
+    slot = int(slots[0][row])
     dom = domains.get(key)
-    if dom is None or dom.size <= slot:
-        grown = np.zeros(len(col.values) + 1, dtype=np.int64)
-        if dom is not None:
-            grown[: dom.size] = dom
-        dom = grown
-        domains[key] = dom
+    dom = domains[key] = _fitted(np.zeros(slots[1], dtype=np.int64) if dom is None else dom, slots[1])
     dom[slot] += delta
 
 
@@ -214,6 +233,14 @@ def _count_matching_all(snap: Snapshot, terms: Sequence[AffinityTerm]) -> np.nda
     return counts
 
 
+def _summed(arrays: Iterable[np.ndarray | None]) -> np.ndarray | None:
+    total: np.ndarray | None = None
+    for counts in arrays:
+        if counts is not None:
+            total = counts if total is None else total + counts
+    return total
+
+
 def _grouped(items: Iterable[tuple[str, _T]]) -> dict[str, list[_T]]:
     out: dict[str, list[_T]] = {}
     for key, item in items:
@@ -235,6 +262,7 @@ class InterPodAffinity(Plugin):
         self._memo: dict[tuple[str, frozenset[tuple[str, str]]], _ExistingTerms] = {}
         self._anti_terms: list[TermKey] = []
         self._score_terms: list[tuple[TermKey, int]] = []
+        self._slots = _DomainSlots()
 
     def events_to_register(self) -> Sequence[ClusterEvent]:
         return (POD_ALL, NODE_ADD, NODE_UPDATE)
@@ -291,16 +319,13 @@ class InterPodAffinity(Plugin):
         if not required_affinity and not required_anti and not existing.anti:
             return None, SKIP
         snap: Snapshot = self.handle.snapshot
-        labels = snap.labels
+        slots = self._slots
 
         existing_anti: Domains = {}
         for key, term_keys in existing.anti:
-            per_row = np.zeros(snap.capacity, dtype=np.int64)
-            for tk in term_keys:
-                counts = snap.term_counts.get(tk)
-                if counts is not None:
-                    per_row += counts
-            existing_anti[key] = _by_domain(labels.get(key), per_row)
+            per_row = _summed(snap.term_counts.get(tk) for tk in term_keys)
+            if per_row is not None:
+                existing_anti[key] = _by_domain(slots.get(snap, key), per_row)
         if not required_affinity and not required_anti and not _any_domain(existing_anti):
             return None, SKIP
 
@@ -311,22 +336,20 @@ class InterPodAffinity(Plugin):
             for term in required_affinity:
                 key = term.topology_key
                 if key not in affinity:
-                    col = labels.get(key)
+                    key_slots = slots.get(snap, key)
                     affinity[key] = (
-                        _by_domain(col, matching_all) if matching_all is not None
-                        else np.zeros(1 if col is None else len(col.values) + 1, dtype=np.int64)
+                        _by_domain(key_slots, matching_all) if matching_all is not None
+                        else np.zeros(1 if key_slots is None else key_slots[1], dtype=np.int64)
                     )
             ns_labels = snap.namespace_labels(pod.namespace)
             self_match = all(t.matches(pod.namespace, pod.labels, ns_labels) for t in required_affinity)
 
         anti: Domains = {}
         for key, terms in _grouped((t.topology_key, t) for t in required_anti).items():
-            per_row = np.zeros(snap.capacity, dtype=np.int64)
-            for term in terms:
-                matcher = PodMatcher.of_term(term)
-                if matcher is not None:
-                    per_row += snap.pod_count_by_row(matcher)
-            anti[key] = _by_domain(labels.get(key), per_row)
+            matchers = [m for m in map(PodMatcher.of_term, terms) if m is not None]
+            per_row = _summed(snap.pod_count_by_row(m) for m in matchers)
+            if per_row is not None:
+                anti[key] = _by_domain(slots.get(snap, key), per_row)
 
         state.write(_PRE_FILTER_KEY, _FilterState(affinity, anti, existing_anti, self_match))
         return None, None
@@ -346,7 +369,8 @@ class InterPodAffinity(Plugin):
             pod_ns_labels = snap.namespace_labels(pod.namespace)
             for term in other.required_anti_affinity:
                 if term.matches(pod.namespace, pod.labels, pod_ns_labels):
-                    _bump(s.existing_anti, snap, term.topology_key, row, delta)
+                    key = term.topology_key
+                    _bump(s.existing_anti, self._slots.get(snap, key), key, row, delta)
                     s.verdict = None
         if not pod.required_affinity and not pod.required_anti_affinity:
             return
@@ -355,11 +379,12 @@ class InterPodAffinity(Plugin):
             t.matches(other.namespace, other.labels, other_ns_labels) for t in pod.required_affinity
         ):
             for key in list(s.affinity):
-                _bump(s.affinity, snap, key, row, delta)
+                _bump(s.affinity, self._slots.get(snap, key), key, row, delta)
             s.affinity_seen = _any_domain(s.affinity)
         for term in pod.required_anti_affinity:
             if term.matches(other.namespace, other.labels, other_ns_labels):
-                _bump(s.anti, snap, term.topology_key, row, delta)
+                key = term.topology_key
+                _bump(s.anti, self._slots.get(snap, key), key, row, delta)
         s.verdict = None
 
     def filter(self, state: CycleState, pod: Pod, rows: np.ndarray) -> FilterResult | None:
@@ -375,29 +400,30 @@ class InterPodAffinity(Plugin):
             return None
         return FilterResult(by_row == 0, _STATUS_OF_VERDICT, by_row)
 
-    @staticmethod
-    def _verdicts(s: _FilterState, snap: Snapshot) -> np.ndarray:
+    def _verdicts(self, s: _FilterState, snap: Snapshot) -> np.ndarray:
         """Every row's verdict at once: the checks are written in reverse order so that a row keeps
         the first one it fails."""
         upto = snap.high_water
         verdict = np.zeros(upto, dtype=np.int8)
         for failure, domains in ((_EXISTING_ANTI_FAILED, s.existing_anti), (_ANTI_FAILED, s.anti)):
             for key, dom in domains.items():
-                col = snap.labels.get(key)
-                if col is not None and dom.any():
-                    verdict[_domain_values(dom, col, col.codes[:upto]) > 0] = failure
+                key_slots = self._slots.get(snap, key)
+                if key_slots is not None and dom.any():
+                    at, size = key_slots
+                    verdict[(_fitted(dom, size) > 0)[at]] = failure
         if s.affinity:
             passes = np.ones(upto, dtype=bool)
             # the first pod of a group that matches its own terms may start it anywhere
             first_of_group = not s.affinity_seen and s.self_match
             for key, dom in s.affinity.items():
-                col = snap.labels.get(key)
-                if col is None:
+                key_slots = self._slots.get(snap, key)
+                if key_slots is None:
                     passes[:] = False
                     break
-                allowed = np.ones(dom.size, dtype=bool) if first_of_group else dom > 0
+                at, size = key_slots
+                allowed = np.ones(size, dtype=bool) if first_of_group else _fitted(dom, size) > 0
                 allowed[0] = False  # nodes without the key
-                passes &= _domain_values(allowed, col, col.codes[:upto])
+                passes &= allowed[at]
             verdict[~passes] = _AFFINITY_FAILED
         return verdict
 
@@ -412,30 +438,28 @@ class InterPodAffinity(Plugin):
         if not has_preferred and not existing.score:
             return SKIP
         snap: Snapshot = self.handle.snapshot
+        # per topology key: the weighted number of matching pods on each row
         per_key: dict[str, np.ndarray] = {}
 
-        def weighted(key: str) -> np.ndarray:
+        def add(key: str, counts: np.ndarray, weight: int) -> None:
+            weighted = counts * weight
             acc = per_key.get(key)
-            if acc is None:
-                acc = per_key[key] = np.zeros(snap.capacity, dtype=np.int64)
-            return acc
+            per_key[key] = weighted if acc is None else acc + weighted
 
         for sign, weighted_terms in ((1, pod.preferred_affinity), (-1, pod.preferred_anti_affinity)):
             for wt in weighted_terms:
                 matcher = PodMatcher.of_term(wt.term)
                 if matcher is not None:
-                    acc = weighted(wt.term.topology_key)
-                    acc += snap.pod_count_by_row(matcher).astype(np.int64) * (sign * wt.weight)
+                    add(wt.term.topology_key, snap.pod_count_by_row(matcher), sign * wt.weight)
         for key, items in existing.score:
-            acc = weighted(key)
             for tk, weight in items:
                 counts = snap.term_counts.get(tk)
                 if counts is not None:
-                    acc += counts.astype(np.int64) * weight
+                    add(key, counts, weight)
 
         domains = []
         for key, acc in per_key.items():
-            dom = _by_domain(snap.labels.get(key), acc)
+            dom = _by_domain(self._slots.get(snap, key), acc)
             if dom.any():
                 domains.append((key, dom))
         if not domains:
@@ -445,14 +469,15 @@ class InterPodAffinity(Plugin):
 
     def score(self, state: CycleState, pod: Pod, rows: np.ndarray) -> np.ndarray:
         s: _ScoreState | None = state.read(_PRE_SCORE_KEY)
-        total = np.zeros(rows.size, dtype=np.int64)
-        if s is None:
-            return total
-        labels = self.handle.snapshot.labels
-        for key, dom in s.domains:
-            col = labels[key]
-            total += _domain_values(dom, col, col.codes[rows])
-        return total
+        total: np.ndarray | None = None
+        snap: Snapshot = self.handle.snapshot
+        for key, dom in s.domains if s is not None else ():
+            key_slots = self._slots.get(snap, key)
+            if key_slots is not None:
+                at, size = key_slots
+                here = _fitted(dom, size)[at[rows]]
+                total = here if total is None else total + here
+        return np.zeros(rows.size, dtype=np.int64) if total is None else total
 
     def normalize_score(
         self, state: CycleState, pod: Pod, rows: np.ndarray, scores: np.ndarray
@@ -464,5 +489,6 @@ class InterPodAffinity(Plugin):
         if spread <= 0:
             return np.zeros(scores.size, dtype=np.int64)
         # kube: float64(MaxNodeScore) * (float64(score-min) / float64(max-min)), truncated
-        ratio = (scores - low).astype(np.float64) / float(spread)
-        return (float(MAX_NODE_SCORE) * ratio).astype(np.int64)
+        ratio = np.true_divide(scores - low, float(spread))
+        ratio *= float(MAX_NODE_SCORE)
+        return ratio.astype(np.int64)

@@ -21,7 +21,15 @@ from koordpy.framework.cycle_state import CycleState
 from koordpy.framework.handle import Handle
 from koordpy.framework.interfaces import MAX_NODE_SCORE, Plugin
 from koordpy.framework.status import SKIP, Status
-from koordpy.plugins.noderesourcesfit import DEFAULT_RESOURCES, ResourceSpec, node_usage, pod_score_request
+from koordpy.plugins.noderesourcesfit import (
+    DEFAULT_RESOURCES,
+    AllocatableColumns,
+    ResourceSpec,
+    RowView,
+    pod_score_request,
+    requested_column,
+    scored_column,
+)
 
 NAME = "NodeResourcesBalancedAllocation"
 
@@ -58,12 +66,33 @@ class NodeResourcesBalancedAllocationArgs(PluginArgs):
         return resources
 
 
-def balanced_scores(fractions: list[np.ndarray], present: list[np.ndarray], size: int) -> np.ndarray:
-    """(1 - std) * 100 per row over the present fractions, summed in resource order so the floating
-    point result is the one kube-scheduler computes."""
+def balanced_scores(fractions: list[np.ndarray], present: list[np.ndarray | None], size: int) -> np.ndarray:
+    """(1 - std) * 100 per row over the fractions present on it (`None`: present everywhere),
+    computed in resource order with the same floating point steps as kube-scheduler."""
+    if all(p is None for p in present):
+        if len(fractions) < 2:
+            return np.full(size, MAX_NODE_SCORE, dtype=np.int64)
+        if len(fractions) == 2:
+            std = fractions[0] - fractions[1]
+            std /= 2
+            np.abs(std, out=std)
+        else:
+            total = fractions[0].copy()
+            for f in fractions[1:]:
+                total += f
+            mean = total / len(fractions)
+            sq = np.zeros(size, dtype=np.float64)
+            for f in fractions:
+                d = f - mean
+                d *= d
+                sq += d
+            sq /= len(fractions)
+            std = np.sqrt(sq)
+        return _to_score(std)
+    masks = [np.ones(size, dtype=bool) if p is None else p for p in present]
     count = np.zeros(size, dtype=np.int64)
     total = np.zeros(size, dtype=np.float64)
-    for f, p in zip(fractions, present):
+    for f, p in zip(fractions, masks):
         count += p
         total = total + np.where(p, f, 0.0)
     std = np.zeros(size, dtype=np.float64)
@@ -73,7 +102,7 @@ def balanced_scores(fractions: list[np.ndarray], present: list[np.ndarray], size
         # difference up to sign, which abs() removes exactly
         hi = np.full(size, -np.inf)
         lo = np.full(size, np.inf)
-        for f, p in zip(fractions, present):
+        for f, p in zip(fractions, masks):
             hi = np.where(p, np.maximum(hi, f), hi)
             lo = np.where(p, np.minimum(lo, f), lo)
         std = np.where(two, np.abs((hi - lo) / 2), std)
@@ -81,11 +110,18 @@ def balanced_scores(fractions: list[np.ndarray], present: list[np.ndarray], size
     if many.any():
         mean = total / np.where(many, count, 1)
         sq = np.zeros(size, dtype=np.float64)
-        for f, p in zip(fractions, present):
+        for f, p in zip(fractions, masks):
             d = f - mean
             sq = sq + np.where(p, d * d, 0.0)
         std = np.where(many, np.sqrt(sq / np.where(many, count, 1)), std)
-    return ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
+    return _to_score(std)
+
+
+def _to_score(std: np.ndarray) -> np.ndarray:
+    # int64((1 - std) * MaxNodeScore): truncation, the value being non-negative
+    score = 1 - std
+    score *= MAX_NODE_SCORE
+    return score.astype(np.int64)
 
 
 class NodeResourcesBalancedAllocation(Plugin):
@@ -97,6 +133,7 @@ class NodeResourcesBalancedAllocation(Plugin):
         if not isinstance(args, NodeResourcesBalancedAllocationArgs):
             args = NodeResourcesBalancedAllocationArgs()
         self._names = [r.name for r in args.resources]
+        self._columns = AllocatableColumns()
 
     def pre_score(self, state: CycleState, pod: Pod, rows: np.ndarray) -> Status | None:
         requests = [pod_score_request(pod, n, True) for n in self._names]
@@ -113,15 +150,18 @@ class NodeResourcesBalancedAllocation(Plugin):
             if not any(requests):
                 return np.zeros(rows.size, dtype=np.int64)
         snapshot = self.handle.snapshot
+        view = RowView(snapshot, rows)
         fractions: list[np.ndarray] = []
-        present: list[np.ndarray] = []
+        present: list[np.ndarray | None] = []
         for name, pod_request in zip(self._names, requests):
-            usage = node_usage(snapshot, rows, name, pod_request, use_requested=True)
-            if usage is None:
+            col = scored_column(snapshot, name, pod_request)
+            if col is None:
                 continue
-            alloc, requested = usage
-            has = alloc != 0
-            safe = np.where(has, alloc, 1).astype(np.float64)
-            fractions.append(np.minimum(requested.astype(np.float64) / safe, 1.0))
-            present.append(has)
-        return balanced_scores(fractions, present, rows.size)
+            column = self._columns.column(snapshot, col)
+            requested = requested_column(snapshot, view, name, col, use_requested=True) + pod_request
+            fraction = requested / view.cached(column.safe_f)
+            np.minimum(fraction, 1.0, out=fraction)
+            fractions.append(fraction)
+            present.append(view.cached(column.present) if column.missing_somewhere else None)
+        size = view.hw if view.full else rows.size
+        return view.result(balanced_scores(fractions, present, size))

@@ -59,8 +59,6 @@ TOO_MANY_PODS = "Too many pods"
 _PRE_FILTER_KEY = "PreFilter" + NAME
 _PRE_SCORE_KEY = "PreScore" + NAME
 _CACHE_LIMIT = 256
-# past this many checked resources the per-row reason codes are grouped by sorting instead of a table
-_TABLE_BITS = 12
 
 _DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _DNS_SUBDOMAIN_RE = re.compile(rf"{_DNS_LABEL}(\.{_DNS_LABEL})*")
@@ -164,19 +162,116 @@ class NodeResourcesFitArgs(PluginArgs):
         return groups
 
 
+# ------------------------------------------------------------------------------- shared node data
+class AllocColumn:
+    """One resource's allocatable over rows [0, high_water), contiguous, with what follows from it
+    alone: `safe` (zeros replaced by 1, to divide by), `present` (allocatable > 0) and whether
+    some live node lacks the resource."""
+
+    __slots__ = ("alloc", "float_exact", "missing_somewhere", "present", "safe", "safe_f")
+
+    def __init__(self, alloc: np.ndarray, live: np.ndarray) -> None:
+        self.alloc = alloc
+        self.present = alloc != 0
+        self.safe = np.where(self.present, alloc, 1)
+        self.safe_f = self.safe.astype(np.float64)
+        self.missing_somewhere = bool((live & ~self.present).any())
+        # below 2^46 a percentage floor(n * 100 / alloc), n <= alloc, computed in float64 is exact:
+        # n * 100 converts exactly and a non-integer quotient stays more than an ulp from the
+        # next integer
+        self.float_exact = alloc.size == 0 or int(alloc.max()) < 1 << 46
+
+    def percent(self, view: RowView, numerator: np.ndarray) -> np.ndarray:
+        """numerator * 100 // allocatable for numerators within [0, allocatable]; a negative
+        numerator gives a value <= 0 (callers clamp it)."""
+        if self.float_exact:
+            out = numerator * 100.0
+            out /= view.cached(self.safe_f)
+            return out.astype(np.int64)
+        scaled = numerator * MAX_NODE_SCORE
+        scaled //= view.cached(self.safe)
+        return scaled
+
+
+class AllocatableColumns:
+    """Per-resource allocatable columns, copied out of the row-major snapshot once per node
+    generation (allocatable changes only with node objects), so per-pod work never reads a strided
+    allocatable column."""
+
+    __slots__ = ("_columns", "_key", "_thresholds")
+
+    def __init__(self) -> None:
+        self._key: tuple[int, int] = (-1, -1)
+        self._columns: dict[int, AllocColumn] = {}
+        self._thresholds: dict[tuple[int, int], np.ndarray] = {}
+
+    def _refresh(self, snapshot: Any) -> None:
+        key = (id(snapshot), snapshot.node_generation)
+        if key != self._key:
+            self._columns.clear()
+            self._thresholds.clear()
+            self._key = key
+
+    def column(self, snapshot: Any, col: int) -> AllocColumn:
+        self._refresh(snapshot)
+        column = self._columns.get(col)
+        if column is None:
+            hw = snapshot.high_water
+            column = AllocColumn(np.ascontiguousarray(snapshot.allocatable[:hw, col]), snapshot.live[:hw])
+            self._columns[col] = column
+        return column
+
+    def threshold(self, snapshot: Any, col: int, value: int) -> np.ndarray:
+        """allocatable - value: a node whose requested amount exceeds it cannot take `value` more."""
+        self._refresh(snapshot)
+        key = (col, value)
+        thr = self._thresholds.get(key)
+        if thr is None:
+            if len(self._thresholds) >= _CACHE_LIMIT:
+                self._thresholds.clear()
+            thr = self._thresholds[key] = self.column(snapshot, col).alloc - value
+        return thr
+
+
+class RowView:
+    """How a pass reads node rows: when `rows` covers most of the snapshot, whole columns up to
+    high_water are read as slices and the result is indexed by `rows` once at the end; for a few
+    rows (a single node re-checked) only those are gathered."""
+
+    __slots__ = ("full", "hw", "identity", "rows")
+
+    def __init__(self, snapshot: Any, rows: np.ndarray) -> None:
+        self.hw = snapshot.high_water
+        self.rows = rows
+        self.full = rows.size * 4 >= self.hw
+        # every row, in order: the result needs no indexing
+        self.identity = rows.size == self.hw and rows is snapshot.live_rows()
+
+    def cached(self, values: np.ndarray) -> np.ndarray:
+        """A per-row array over [0, high_water) restricted to this view."""
+        return values if self.full else values[self.rows]
+
+    def column(self, matrix: np.ndarray, col: int) -> np.ndarray:
+        return matrix[: self.hw, col] if self.full else matrix[self.rows, col]
+
+    def result(self, values: np.ndarray) -> np.ndarray:
+        if self.identity:
+            return values
+        return values[self.rows] if self.full else values
+
+
 # ------------------------------------------------------------------------------------- filter side
 class FitRequest:
     """A pod's request over the columns Filter checks, in the order kube-scheduler reports
     shortages: pods, cpu, memory, ephemeral-storage, then the scalar resources by name. A row's
     shortages form a bit code (bit i: column i short); statuses are built once per code."""
 
-    __slots__ = ("_statuses", "bits", "cols", "names", "values")
+    __slots__ = ("_statuses", "cols", "names", "values")
 
     def __init__(self, names: list[str], cols: list[int], values: list[int]) -> None:
         self.names = names
-        self.cols = np.array(cols, dtype=np.int64)
-        self.values = np.array(values, dtype=np.int64)
-        self.bits = np.left_shift(np.int64(1), np.arange(len(cols), dtype=np.int64))
+        self.cols = cols
+        self.values = values
         self._statuses: dict[int, Status] = {}
 
     def status(self, code: int) -> Status:
@@ -209,26 +304,34 @@ def build_fit_request(snapshot: Any, requests: Mapping[str, int], ignored: froze
     return FitRequest(checked, cols, [int(vec[c]) for c in cols])
 
 
-def fit_filter(snapshot: Any, request: FitRequest, rows: np.ndarray) -> FilterResult | None:
-    cols = request.cols
-    index = np.ix_(rows, cols)
-    free = snapshot.allocatable[index] - snapshot.requested[index]
-    short = free < request.values
-    if cols.size == 1:
-        passed = ~short[:, 0]
-        return FilterResult.uniform(passed, request.status(1))
-    codes = short.astype(np.int64) @ request.bits
+def fit_filter(snapshot: Any, columns: AllocatableColumns, request: FitRequest,
+               rows: np.ndarray) -> FilterResult | None:
+    view = RowView(snapshot, rows)
+    requested = snapshot.requested
+    narrow = len(request.cols) <= 8
+    codes: np.ndarray | None = None
+    for bit, (col, value) in enumerate(zip(request.cols, request.values)):
+        short = view.column(requested, col) > view.cached(columns.threshold(snapshot, col, value))
+        code = short.view(np.uint8) if narrow else short.astype(np.int64)
+        if bit:
+            code = code << bit
+        codes = code if codes is None else codes | code
+    assert codes is not None
+    codes = view.result(codes)
     passed = codes == 0
     if passed.all():
         return None
-    if cols.size <= _TABLE_BITS:
-        present = np.flatnonzero(np.bincount(codes, minlength=1 << cols.size))
-        table = np.zeros(1 << cols.size, dtype=np.int64)
+    if len(request.cols) == 1:
+        return FilterResult(passed, [request.status(1)])
+    if narrow:
+        failed_codes = codes[~passed]
+        present = np.flatnonzero(np.bincount(failed_codes, minlength=256))
+        table = np.zeros(256, dtype=np.int64)
         statuses: list[Status] = []
-        for code in present.tolist():
-            if code:
-                table[code] = len(statuses)
-                statuses.append(request.status(code))
+        for present_code in present.tolist():
+            if present_code:
+                table[present_code] = len(statuses)
+                statuses.append(request.status(present_code))
         return FilterResult(passed, statuses, table[codes])
     uniq, inverse = np.unique(codes, return_inverse=True)
     return FilterResult(passed, [request.status(int(c)) for c in uniq.tolist()], inverse)
@@ -246,24 +349,23 @@ def pod_score_request(pod: Pod, name: str, use_requested: bool) -> int:
     return pod.requests.get(name, 0)
 
 
-def node_usage(snapshot: Any, rows: np.ndarray, name: str, pod_request: int,
-               use_requested: bool) -> tuple[np.ndarray, np.ndarray] | None:
-    """(allocatable, requested including the pod) of one resource on `rows`; None when the
-    resource is left out of scoring everywhere (a scalar the pod does not request, `pods`, or a
-    resource no node has)."""
+def scored_column(snapshot: Any, name: str, pod_request: int) -> int | None:
+    """The snapshot column of a resource taking part in scoring; None when it is left out
+    everywhere (`pods`, a scalar resource the pod does not request, a resource no node has)."""
     if name == PODS:
         return None
     if pod_request == 0 and name not in (CPU, MEMORY, EPHEMERAL_STORAGE):
         return None
-    col = snapshot.resource_col.get(name)
-    if col is None:
-        return None
-    alloc = snapshot.allocatable[rows, col]
+    col: int | None = snapshot.resource_col.get(name)
+    return col
+
+
+def requested_column(snapshot: Any, view: RowView, name: str, col: int, use_requested: bool) -> np.ndarray:
+    """What the node's pods request of a resource: cpu and memory with the non-zero defaults unless
+    `use_requested`."""
     if name in (CPU, MEMORY) and not use_requested:
-        used = snapshot.nonzero_requested[rows, 0 if name == CPU else 1]
-    else:
-        used = snapshot.requested[rows, col]
-    return alloc, used + pod_request
+        return view.column(snapshot.nonzero_requested, 0 if name == CPU else 1)
+    return view.column(snapshot.requested, col)
 
 
 def broken_linear_table(shape: Sequence[UtilizationShapePoint]) -> np.ndarray:
@@ -318,6 +420,7 @@ class NodeResourcesFit(Plugin):
         # pods stamped from one template share their request: one FitRequest per distinct request
         self._requests: dict[tuple[tuple[str, int], ...], FitRequest] = {}
         self._requests_snapshot = -1
+        self._columns = AllocatableColumns()
 
     def events_to_register(self) -> Sequence[ClusterEvent]:
         # a pod removed or shrunk frees room; a node added or given more allocatable
@@ -346,7 +449,7 @@ class NodeResourcesFit(Plugin):
         request = state.read(_PRE_FILTER_KEY)
         if request is None:
             request = self._fit_request(pod)
-        return fit_filter(self.handle.snapshot, request, rows)
+        return fit_filter(self.handle.snapshot, self._columns, request, rows)
 
     # ---------------------------------------------------------------------------- score
     def _score_plan(self, pod: Pod) -> _ScorePlan:
@@ -361,35 +464,53 @@ class NodeResourcesFit(Plugin):
         if plan is None:
             plan = self._score_plan(pod)
         snapshot = self.handle.snapshot
-        total = np.zeros(rows.size, dtype=np.int64)
-        weights = np.zeros(rows.size, dtype=np.int64)
+        view = RowView(snapshot, rows)
         rtcr = self._shape_table
+        most = self._strategy == MOST_ALLOCATED
+        total: np.ndarray | None = None
+        weight_sum: np.ndarray | int = 0
         for (name, weight), pod_request in zip(self._resources, plan.requests):
-            usage = node_usage(snapshot, rows, name, pod_request, use_requested=False)
-            if usage is None:
+            col = scored_column(snapshot, name, pod_request)
+            if col is None:
                 continue
-            alloc, requested = usage
-            present = alloc != 0
-            if not present.any():
-                continue
-            safe = np.where(present, alloc, 1)
-            over = requested > alloc
+            column = self._columns.column(snapshot, col)
+            requested = requested_column(snapshot, view, name, col, use_requested=False) + pod_request
+            # nodes without the resource (allocatable 0) score 0 here and are kept out of the
+            # weight sum below
             if rtcr is not None:
-                utilization = np.where(over, MAX_UTILIZATION, requested * MAX_UTILIZATION // safe)
-                resource_score = rtcr[np.clip(utilization, 0, MAX_UTILIZATION)]
+                utilization = column.percent(view, requested)
+                np.minimum(utilization, MAX_UTILIZATION, out=utilization)
+                resource_score = rtcr[utilization]
                 # a resource scoring 0 on the shape is left out of the mean
-                counted = present & (resource_score > 0)
-            elif self._strategy == MOST_ALLOCATED:
-                resource_score = np.minimum(requested, alloc) * MAX_NODE_SCORE // safe
-                counted = present
+                counted = resource_score > 0
+                if column.missing_somewhere:
+                    counted &= view.cached(column.present)
+                resource_score *= counted
+                weight_sum = weight_sum + counted * weight
             else:
-                resource_score = np.where(over, 0, (alloc - requested) * MAX_NODE_SCORE // safe)
-                counted = present
-            total += np.where(counted, resource_score * weight, 0)
-            weights += np.where(counted, weight, 0)
-        has = weights > 0
-        safe_w = np.where(has, weights, 1)
+                if most:
+                    resource_score = column.percent(view, np.minimum(requested, view.cached(column.alloc)))
+                else:
+                    resource_score = column.percent(view, view.cached(column.alloc) - requested)
+                    np.maximum(resource_score, 0, out=resource_score)
+                if column.missing_somewhere:
+                    weight_sum = weight_sum + view.cached(column.present) * weight
+                else:
+                    weight_sum = weight_sum + weight
+            if weight != 1:
+                resource_score *= weight
+            if total is None:
+                total = resource_score
+            else:
+                total += resource_score
+        if total is None:
+            return np.zeros(rows.size, dtype=np.int64)
+        # where no resource counted the numerator is 0 as well, so dividing by 1 gives 0; the
+        # operands are small non-negative integers, exact in float64
+        divisor = np.maximum(weight_sum, 1)
         if rtcr is not None:
-            # the weighted mean rounded half away from zero (all terms are non-negative)
-            return np.where(has, (2 * total + safe_w) // (2 * safe_w), 0)
-        return np.where(has, total // safe_w, 0)
+            # the weighted mean rounded half away from zero
+            total *= 2
+            total += divisor
+            return view.result((total / (2 * divisor)).astype(np.int64))
+        return view.result((total / divisor).astype(np.int64))

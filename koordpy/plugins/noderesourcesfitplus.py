@@ -34,6 +34,7 @@ from koordpy.framework.cycle_state import CycleState
 from koordpy.framework.handle import Handle
 from koordpy.framework.interfaces import MAX_NODE_SCORE, Plugin
 from koordpy.framework.status import Status
+from koordpy.plugins.noderesourcesfit import AllocatableColumns, RowView, requested_column
 
 NAME = "NodeResourcesFitPlus"
 
@@ -89,6 +90,7 @@ class NodeResourcesFitPlus(Plugin):
             name: (strategy.type == MOST_ALLOCATED, strategy.weight)
             for name, strategy in plus_args.resources.items()
         }
+        self._columns = AllocatableColumns()
 
     def _plan(self, pod: Pod) -> _Plan:
         items = []
@@ -114,24 +116,28 @@ class NodeResourcesFitPlus(Plugin):
         if plan.weight_sum == 0:
             return np.full(rows.size, MAX_NODE_SCORE, dtype=np.int64)
         snapshot = self.handle.snapshot
-        total = np.zeros(rows.size, dtype=np.int64)
+        view = RowView(snapshot, rows)
+        total: np.ndarray | None = None
         for name, pod_request, most, weight in plan.items:
             if weight == 0:
                 continue
             col = snapshot.resource_col.get(name)
             if col is None:
                 continue  # no node has it: scores 0 everywhere
-            alloc = snapshot.allocatable[rows, col]
-            if name in (CPU, MEMORY):
-                requested = snapshot.nonzero_requested[rows, 0 if name == CPU else 1] + pod_request
+            column = self._columns.column(snapshot, col)
+            requested = requested_column(snapshot, view, name, col, use_requested=False) + pod_request
+            alloc = view.cached(column.alloc)
+            # allocatable 0 scores 0 either way: min(requested, 0) = 0, and 0 - requested <= 0
+            resource_score = column.percent(view, np.minimum(requested, alloc) if most else alloc - requested)
+            if not most:
+                np.maximum(resource_score, 0, out=resource_score)
+            if weight != 1:
+                resource_score *= weight
+            if total is None:
+                total = resource_score
             else:
-                requested = snapshot.requested[rows, col] + pod_request
-            present = alloc != 0
-            safe = np.where(present, alloc, 1)
-            if most:
-                resource_score = np.where(present, np.minimum(requested, alloc) * MAX_NODE_SCORE // safe, 0)
-            else:
-                fits = present & (requested <= alloc)
-                resource_score = np.where(fits, (alloc - requested) * MAX_NODE_SCORE // safe, 0)
-            total += resource_score * weight
-        return total // plan.weight_sum
+                total += resource_score
+        if total is None:
+            return np.zeros(rows.size, dtype=np.int64)
+        # small non-negative integers: exact in float64
+        return view.result((total / plan.weight_sum).astype(np.int64))

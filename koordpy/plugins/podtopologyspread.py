@@ -285,34 +285,47 @@ def _n_values(snap: Any, key: str) -> int:
 
 
 # --------------------------------------------------------------------------------------------- plans
+def _row_classes(components: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Group rows by their tuple of component values: (class of each row, component values of
+    each class as an [n_classes, n_components] array). Per-pod work then runs over classes, and
+    rows are touched once, by a single gather."""
+    stacked = np.stack([np.asarray(c, dtype=np.int64) for c in components], axis=1)
+    values, inverse = np.unique(stacked, axis=0, return_inverse=True)
+    return inverse.reshape(-1).astype(np.int64), values
+
+
 @dataclass(slots=True)
 class _FilterPlan:
     """Node-side data for a pod's hard constraints; depends on node objects only."""
 
+    hw: int
     # per constraint: bin (label code + 1) of each row counted towards the domains, 0 for the rest
     count_bins: list[np.ndarray]
-    # per constraint: bin of each row's own domain, 0 when the row lacks the label
-    node_bins: list[np.ndarray]
     # per constraint: which bins are eligible domains (bin 0 never is)
     domains: list[np.ndarray]
     n_domains: list[int]
-    # per constraint: some live row lacks the label
-    any_missing: list[bool]
+    # rows grouped by their own domain bin under every constraint (bin 0: label missing)
+    classes: np.ndarray
+    class_bins: np.ndarray
 
 
 @dataclass(slots=True)
 class _ScorePlan:
     """Node-side data for a pod's soft constraints; depends on node objects only."""
 
-    # per constraint: bin of each row's domain; a row without the label is in the domain of the
-    # empty value, as a missing key reads as "" in kube-scheduler's maps
-    value_bins: list[np.ndarray]
-    # per constraint: value_bins where the row's pods are counted, 0 elsewhere
+    hw: int
+    # per constraint: value_bins where the row's pods are counted, 0 elsewhere; a row without the
+    # label is in the domain of the empty value, as a missing key reads as "" in kube's maps
     count_bins: list[np.ndarray]
-    has_key: list[np.ndarray]
     n_bins: list[int]
-    # rows carrying every constraint's label
-    all_keys: np.ndarray
+    # rows grouped by (ignored, then per constraint: domain bin, has label)
+    classes: np.ndarray
+    class_count: np.ndarray
+    class_ignored: np.ndarray
+    class_value_bin: list[np.ndarray]
+    class_has_key_f: list[np.ndarray]
+    # the row set of every live row, once computed
+    every_row: _RowSet | None = None
 
 
 @dataclass(slots=True)
@@ -329,26 +342,46 @@ class _PreFilterState:
                                list(self.min_match), self.self_match)
 
     def refresh_min(self, i: int) -> None:
-        c = self.constraints[i]
-        if self.plan.n_domains[i] < c.min_domains:
-            # fewer eligible domains than minDomains: the global minimum is taken as 0
-            self.min_match[i] = 0.0
-        else:
-            self.min_match[i] = float(self.domain_counts[i][self.plan.domains[i]].min())
+        self.min_match[i] = _min_or_zero(
+            self.constraints[i], self.plan.n_domains[i], self.domain_counts[i], self.plan.domains[i]
+        )
+
+
+@dataclass(slots=True)
+class _RowScores:
+    """Raw and normalized scores of a set of rows, as tables over score classes: the node-side
+    row classes, plus one class of its own for each row holding matching pods under a hostname
+    constraint."""
+
+    rows: np.ndarray
+    classes: np.ndarray
+    raw: np.ndarray
+    normalized: np.ndarray
+
+
+@dataclass(slots=True)
+class _RowSet:
+    """What a set of rows contributes independently of pod counts."""
+
+    classes: np.ndarray
+    every_row: bool
+    class_count: np.ndarray
+    kept_nodes: int
+    # per constraint: log(number of domains among the kept rows + 2), kube's normalizing weight
+    weights: list[float]
 
 
 @dataclass(slots=True)
 class _PreScoreState:
+    pod: Pod
     constraints: tuple[_Constraint, ...]
     plan: _ScorePlan
-    rows: np.ndarray
-    ignored: np.ndarray | None
-    weights: list[float]
-    domain_counts: list[np.ndarray | None]
+    scores: _RowScores
 
 
 def _min_or_zero(c: _Constraint, n_domains: int, dc: np.ndarray, domains: np.ndarray) -> float:
     if n_domains < c.min_domains:
+        # fewer eligible domains than minDomains: the global minimum is taken as 0
         return 0.0
     return float(dc[domains].min())
 
@@ -356,6 +389,22 @@ def _min_or_zero(c: _Constraint, n_domains: int, dc: np.ndarray, domains: np.nda
 def _round_half_away(x: np.ndarray) -> np.ndarray:
     """Go's math.Round for non-negative values."""
     return np.floor(x + 0.5).astype(np.int64)
+
+
+def _normalize(raw: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """kube's NormalizeScore over score classes; `valid` marks the classes of rows that are
+    present and not ignored (those alone set the min and max)."""
+    out = np.zeros(raw.size, dtype=np.int64)
+    scored = raw[valid]
+    if scored.size == 0:
+        return out
+    lo = int(scored.min())
+    hi = max(int(scored.max()), 0)
+    if hi == 0:
+        out[valid] = MAX_NODE_SCORE
+    else:
+        out[valid] = MAX_NODE_SCORE * (hi + lo - scored) // hi
+    return out
 
 
 # --------------------------------------------------------------------------------------------- plugin
@@ -375,6 +424,8 @@ class PodTopologySpread(Plugin):
         self._resolved: dict[object, tuple[_Constraint, ...]] = {}
         self._tainted: list[int] = []
         self._generation = -1
+        self._nz: dict[SpreadPodMatcher, tuple[np.ndarray, np.ndarray]] = {}
+        self._nz_generation = -1
 
     def events_to_register(self) -> Sequence[ClusterEvent]:
         # pods: an added, relabelled or deleted pod changes the counts; nodes: a new, removed or
@@ -463,7 +514,7 @@ class PodTopologySpread(Plugin):
         all_keys = live.copy()
         for code in codes:
             all_keys &= code >= 0
-        count_bins, node_bins, domains, n_domains, any_missing = [], [], [], [], []
+        count_bins, node_bins, domains, n_domains = [], [], [], []
         for c, code in zip(cs, codes, strict=True):
             eligible = all_keys.copy()
             if c.node_affinity_policy == HONOR and affinity is not None:
@@ -480,8 +531,8 @@ class PodTopologySpread(Plugin):
             node_bins.append(node_bin)
             domains.append(present)
             n_domains.append(int(present.sum()))
-            any_missing.append(bool((live & (code < 0)).any()))
-        plan = _FilterPlan(count_bins, node_bins, domains, n_domains, any_missing)
+        classes, class_bins = _row_classes(node_bins)
+        plan = _FilterPlan(hw, count_bins, domains, n_domains, classes, class_bins)
         self._remember(key, plan)
         return plan
 
@@ -498,7 +549,9 @@ class PodTopologySpread(Plugin):
         all_keys = live.copy()
         for code in codes:
             all_keys &= code >= 0
-        value_bins, count_bins, has_key, n_bins = [], [], [], []
+        ignored = ~live | (~all_keys if require_all else False)
+        components: list[np.ndarray] = [ignored]
+        count_bins, n_bins = [], []
         for c, code in zip(cs, codes, strict=True):
             n_values = _n_values(snap, c.topology_key)
             col = snap.labels.get(c.topology_key)
@@ -512,11 +565,22 @@ class PodTopologySpread(Plugin):
                 counted = counted & affinity
             if c.node_taints_policy == HONOR and taints is not None:
                 counted = counted & taints
-            value_bins.append(value_bin)
             count_bins.append(np.where(counted, value_bin, 0))
-            has_key.append(present & live)
             n_bins.append(n_values + 2)
-        plan = _ScorePlan(value_bins, count_bins, has_key, n_bins, all_keys)
+            # a hostname constraint is scored per node: only whether the label is there matters
+            components.append(np.zeros(hw, dtype=np.int64) if c.topology_key == HOSTNAME_LABEL else value_bin)
+            components.append(present & live)
+        classes, values = _row_classes(components)
+        plan = _ScorePlan(
+            hw=hw,
+            count_bins=count_bins,
+            n_bins=n_bins,
+            classes=classes,
+            class_count=np.bincount(classes[live], minlength=values.shape[0]),
+            class_ignored=values[:, 0].astype(bool),
+            class_value_bin=[values[:, 1 + 2 * i] for i in range(len(cs))],
+            class_has_key_f=[values[:, 2 + 2 * i].astype(np.float64) for i in range(len(cs))],
+        )
         self._remember(key, plan)
         return plan
 
@@ -524,6 +588,28 @@ class PodTopologySpread(Plugin):
         if len(self._plans) > 1024:
             self._plans.clear()
         self._plans[key] = plan
+
+    # ----------------------------------------------------------------------------- row access
+    def _nonzero(self, matcher: SpreadPodMatcher) -> tuple[np.ndarray, np.ndarray]:
+        """Rows holding pods `matcher` selects, and how many (as floats); one scan per cycle."""
+        snap = self.handle.snapshot
+        if self._nz_generation != snap.generation:
+            self._nz.clear()
+            self._nz_generation = snap.generation
+        hit = self._nz.get(matcher)
+        if hit is None:
+            per_row = snap.pod_count_by_row(matcher)[: snap.high_water]
+            rows = (per_row != 0).nonzero()[0]
+            hit = (rows, per_row.take(rows).astype(np.float64))
+            self._nz[matcher] = hit
+        return hit
+
+    def _row_classes_of(self, classes: np.ndarray, hw: int, rows: np.ndarray) -> tuple[np.ndarray, bool]:
+        """Classes of `rows`, and whether `rows` is every row in order (a view, no gather)."""
+        snap = self.handle.snapshot
+        if rows.size == hw and rows is snap.live_rows():
+            return classes[:hw], True
+        return classes.take(rows), False
 
     # ----------------------------------------------------------------------------- PreFilter / Filter
     def pre_filter(self, state: CycleState, pod: Pod) -> tuple[PreFilterResult | None, Status | None]:
@@ -535,8 +621,6 @@ class PodTopologySpread(Plugin):
 
     def _pre_filter_state(self, pod: Pod, cs: tuple[_Constraint, ...]) -> _PreFilterState:
         plan = self._filter_plan(pod, cs)
-        snap = self.handle.snapshot
-        hw = snap.high_water
         domain_counts: list[np.ndarray] = []
         mins: list[float] = []
         for i, c in enumerate(cs):
@@ -545,8 +629,8 @@ class PodTopologySpread(Plugin):
             if c.matcher is None:
                 dc = np.zeros(n_bins, dtype=np.float64)
             else:
-                per_row = snap.pod_count_by_row(c.matcher)
-                dc = np.bincount(plan.count_bins[i], weights=per_row[:hw], minlength=n_bins)
+                nz_rows, nz_counts = self._nonzero(c.matcher)
+                dc = np.bincount(plan.count_bins[i].take(nz_rows), weights=nz_counts, minlength=n_bins)
             domain_counts.append(dc)
             mins.append(_min_or_zero(c, plan.n_domains[i], dc, plan.domains[i]))
         self_match = [c.selects(pod) for c in cs]
@@ -582,33 +666,30 @@ class PodTopologySpread(Plugin):
             s = self._pre_filter_state(pod, cs)
             state.write(_PRE_FILTER_KEY, s)
         plan = s.plan
-        failed: np.ndarray | None = None
-        missing_reason: np.ndarray | None = None
+        class_bins = plan.class_bins
+        n_classes = class_bins.shape[0]
+        failed = np.zeros(n_classes, dtype=bool)
+        missing = np.zeros(n_classes, dtype=bool)
         for i, c in enumerate(s.constraints):
-            # a domain fails when count + self - min > maxSkew; bin 0 (no label) always fails
+            # constraints are checked in order, the first failure decides the reason: a missing
+            # label (bin 0) is unresolvable, count + self - min > maxSkew is unschedulable
             limit = c.max_skew + s.min_match[i] - (1 if s.self_match[i] else 0)
             fail_bin = s.domain_counts[i] > limit
-            fail_bin[0] = plan.any_missing[i]
-            if not fail_bin.any():
-                continue
-            node_bin = plan.node_bins[i][rows]
-            fails = fail_bin[node_bin]
-            if failed is None:
-                failed = fails
-            else:
-                fails &= ~failed
-                failed |= fails
-            if plan.any_missing[i]:
-                newly_missing = fails & (node_bin == 0)
-                if missing_reason is None:
-                    missing_reason = newly_missing
-                else:
-                    missing_reason |= newly_missing
-        if failed is None or not failed.any():
+            fail_bin[0] = True
+            bins = class_bins[:, i]
+            fails = fail_bin.take(bins) & ~failed
+            missing |= fails & (bins == 0)
+            failed |= fails
+        if not failed.any():
             return None
-        if missing_reason is None:
-            return FilterResult(~failed, [_STATUS_SKEW])
-        return FilterResult(~failed, [_STATUS_SKEW, _STATUS_MISSING_LABEL], missing_reason.astype(np.int8))
+        classes, _ = self._row_classes_of(plan.classes, plan.hw, rows)
+        passed = (~failed).take(classes)
+        if passed.all():
+            return None
+        if not missing.any():
+            return FilterResult(passed, [_STATUS_SKEW])
+        reason_of = missing.astype(np.int8).take(classes)
+        return FilterResult(passed, [_STATUS_SKEW, _STATUS_MISSING_LABEL], reason_of)
 
     # ----------------------------------------------------------------------------- PreScore / Score
     def pre_score(self, state: CycleState, pod: Pod, rows: np.ndarray) -> Status | None:
@@ -622,85 +703,107 @@ class PodTopologySpread(Plugin):
         # without a zone still get hostname spreading
         require_all = bool(pod.spread_constraints) or not self.system_defaulted
         plan = self._score_plan(pod, cs, require_all)
-        hw = snap.high_water
-        ignored = ~plan.all_keys[rows] if require_all else None
-        kept = rows if ignored is None else rows[~ignored]
-        weights: list[float] = []
-        domain_counts: list[np.ndarray | None] = []
-        for i, c in enumerate(cs):
-            if c.topology_key == HOSTNAME_LABEL:
-                # counted per node in Score: every scored node is its own domain
-                weights.append(math.log(kept.size + 2))
-                domain_counts.append(None)
-                continue
-            present = np.zeros(plan.n_bins[i], dtype=bool)
-            present[plan.value_bins[i][kept]] = True
-            weights.append(math.log(int(present.sum()) + 2))
-            if c.matcher is None:
-                domain_counts.append(np.zeros(plan.n_bins[i], dtype=np.float64))
-            else:
-                per_row = snap.pod_count_by_row(c.matcher)
-                domain_counts.append(
-                    np.bincount(plan.count_bins[i], weights=per_row[:hw], minlength=plan.n_bins[i])
-                )
-        state.write(_PRE_SCORE_KEY, _PreScoreState(cs, plan, rows, ignored, weights, domain_counts))
+        state.write(_PRE_SCORE_KEY, _PreScoreState(pod, cs, plan, self._score_rows(cs, plan, rows)))
         return None
 
-    def score(self, state: CycleState, pod: Pod, rows: np.ndarray) -> np.ndarray:
+    def _row_set(self, cs: tuple[_Constraint, ...], plan: _ScorePlan, rows: np.ndarray) -> _RowSet:
+        classes, every_row = self._row_classes_of(plan.classes, plan.hw, rows)
+        if every_row and plan.every_row is not None:
+            return plan.every_row
+        n_classes = plan.class_ignored.size
+        class_count = plan.class_count if every_row else np.bincount(classes, minlength=n_classes)
+        valid = ~plan.class_ignored
+        present = (class_count > 0) & valid
+        kept_nodes = int(class_count[valid].sum())
+        weights = []
+        for i, c in enumerate(cs):
+            if c.topology_key == HOSTNAME_LABEL:
+                # every kept node is its own domain
+                weights.append(math.log(kept_nodes + 2))
+            else:
+                domains = np.zeros(plan.n_bins[i], dtype=bool)
+                domains[plan.class_value_bin[i][present]] = True
+                weights.append(math.log(int(np.count_nonzero(domains)) + 2))
+        out = _RowSet(classes, every_row, class_count, kept_nodes, weights)
+        if every_row:
+            plan.every_row = out
+        return out
+
+    def _score_rows(self, cs: tuple[_Constraint, ...], plan: _ScorePlan, rows: np.ndarray) -> _RowScores:
+        """Raw and normalized scores of `rows` (kube's Score and NormalizeScore)."""
+        snap = self.handle.snapshot
+        rs = self._row_set(cs, plan, rows)
+        classes = rs.classes
+        n_classes = plan.class_ignored.size
+
+        # per class: the score of a row without matching pods under hostname constraints, the
+        # terms summed in constraint order as kube does
+        base = np.zeros(n_classes, dtype=np.float64)
+        # rows with matching pods under hostname constraints: (positions in rows, count * weight)
+        extra: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        for i, c in enumerate(cs):
+            w = rs.weights[i]
+            has_key = plan.class_has_key_f[i]
+            if c.topology_key == HOSTNAME_LABEL:
+                base += has_key * float(c.max_skew - 1)
+                if c.matcher is not None:
+                    if rs.every_row:
+                        pos, counts = self._nonzero(c.matcher)
+                    else:
+                        per_row = snap.pod_count_by_row(c.matcher).take(rows)
+                        pos = (per_row != 0).nonzero()[0]
+                        counts = per_row.take(pos).astype(np.float64)
+                    if pos.size:
+                        extra.append((pos, counts * w, has_key))
+                continue
+            n_bins = plan.n_bins[i]
+            dc: np.ndarray
+            if c.matcher is None:
+                dc = np.zeros(n_bins, dtype=np.float64)
+            else:
+                nz_rows, nz_counts = self._nonzero(c.matcher)
+                dc = np.bincount(plan.count_bins[i].take(nz_rows), weights=nz_counts, minlength=n_bins)
+            base += (dc.take(plan.class_value_bin[i]) * w + float(c.max_skew - 1)) * has_key
+
+        count = rs.class_count
+        ignored = plan.class_ignored
+        if extra:
+            # each such row becomes a class of its own: its class's base plus count * weight
+            special = extra[0][0] if len(extra) == 1 else np.unique(np.concatenate([e[0] for e in extra]))
+            special_classes = classes.take(special)
+            special_score = base.take(special_classes)
+            for pos, weighted, has_key in extra:
+                at = slice(None) if pos is special else np.searchsorted(special, pos)
+                special_score[at] += weighted * has_key.take(special_classes[at])
+            base = np.concatenate((base, special_score))
+            count = np.concatenate((count - np.bincount(special_classes, minlength=n_classes),
+                                    np.ones(special.size, dtype=count.dtype)))
+            ignored = np.concatenate((ignored, ignored.take(special_classes)))
+            classes = classes.copy()
+            classes[special] = np.arange(n_classes, n_classes + special.size)
+        raw = _round_half_away(base)
+        raw[ignored] = 0
+        return _RowScores(rows, classes, raw, _normalize(raw, (count > 0) & ~ignored))
+
+    def _scores_for(self, state: CycleState, rows: np.ndarray) -> _RowScores | None:
         s: _PreScoreState | None = state.read(_PRE_SCORE_KEY)
         if s is None:
-            return np.zeros(rows.size, dtype=np.int64)
-        snap = self.handle.snapshot
-        plan = s.plan
-        total = np.zeros(rows.size, dtype=np.float64)
-        for i, c in enumerate(s.constraints):
-            dc = s.domain_counts[i]
-            if dc is None:
-                if c.matcher is None:
-                    cnt = np.zeros(rows.size, dtype=np.float64)
-                else:
-                    cnt = snap.pod_count_by_row(c.matcher)[rows].astype(np.float64)
-            else:
-                cnt = dc[plan.value_bins[i][rows]]
-            contribution = cnt * s.weights[i] + float(c.max_skew - 1)
-            has_key = plan.has_key[i][rows]
-            if has_key.all():
-                total += contribution
-            else:
-                total += np.where(has_key, contribution, 0.0)
-        raw = _round_half_away(total)
-        ignored = self._ignored(s, rows)
-        if ignored is not None:
-            raw[ignored] = 0
-        return raw
-
-    @staticmethod
-    def _ignored(s: _PreScoreState, rows: np.ndarray) -> np.ndarray | None:
-        if s.ignored is None:
             return None
-        if rows is s.rows or (rows.size == s.rows.size and np.array_equal(rows, s.rows)):
-            return s.ignored
-        return ~s.plan.all_keys[rows]
+        if s.scores.rows is not rows and not np.array_equal(s.scores.rows, rows):
+            s.scores = self._score_rows(s.constraints, s.plan, rows)
+        return s.scores
+
+    def score(self, state: CycleState, pod: Pod, rows: np.ndarray) -> np.ndarray:
+        scores = self._scores_for(state, rows)
+        if scores is None:
+            return np.zeros(rows.size, dtype=np.int64)
+        return scores.raw.take(scores.classes)
 
     def normalize_score(
         self, state: CycleState, pod: Pod, rows: np.ndarray, scores: np.ndarray
     ) -> np.ndarray:
-        s: _PreScoreState | None = state.read(_PRE_SCORE_KEY)
-        scores = np.asarray(scores, dtype=np.int64)
-        if s is None or scores.size == 0:
-            return scores
-        ignored = self._ignored(s, rows)
-        valid = scores if ignored is None else scores[~ignored]
-        out = np.zeros(scores.size, dtype=np.int64)
-        if valid.size == 0:
-            return out
-        min_score = int(valid.min())
-        max_score = max(int(valid.max()), 0)
-        if max_score == 0:
-            normalized = np.full(valid.size, MAX_NODE_SCORE, dtype=np.int64)
-        else:
-            normalized = MAX_NODE_SCORE * (max_score + min_score - valid) // max_score
-        if ignored is None:
-            return normalized
-        out[~ignored] = normalized
-        return out
+        # the normalized values were computed with the raw ones: `scores` is what score() gave
+        computed = self._scores_for(state, rows)
+        if computed is None:
+            return np.asarray(scores, dtype=np.int64)
+        return computed.normalized.take(computed.classes)

@@ -27,6 +27,8 @@ from koordpy.framework.interfaces import MAX_NODE_SCORE, Plugin
 
 NAME = "ScarceResourceAvoidance"
 
+_CACHE_LIMIT = 256
+
 
 class ScarceResourceAvoidanceArgs(PluginArgs):
     resources: list[str] = Field(default_factory=lambda: ["nvidia.com/gpu"])
@@ -41,17 +43,24 @@ class ScarceResourceAvoidanceArgs(PluginArgs):
 
 
 class _NodeResources:
-    """Which resources each node row has (allocatable > 0, `pods` excluded) and how many; valid
-    for one node generation and resource column count."""
+    """Which resources each node row has (allocatable > 0, `pods` excluded), per column, and how
+    many; with the scores already computed per set of requested resources. Valid for one node
+    generation: none of it depends on placed pods."""
 
-    __slots__ = ("count", "has", "key")
+    __slots__ = ("count", "has", "key", "scores")
 
-    def __init__(self, snapshot: Any, key: tuple[int, int, int]) -> None:
-        has = snapshot.allocatable[: snapshot.high_water] > 0
+    def __init__(self, snapshot: Any, key: tuple[int, int]) -> None:
+        hw = snapshot.high_water
+        has = snapshot.allocatable[:hw] > 0
         has[:, snapshot.resource_col[PODS]] = False
-        self.has = has
-        self.count = has.sum(axis=1, dtype=np.int64)
+        self.has = np.ascontiguousarray(has.T).astype(np.int64)
+        self.count = self.has.sum(axis=0)
         self.key = key
+        self.scores: dict[frozenset[str], np.ndarray] = {}
+
+    def column(self, col: int) -> np.ndarray:
+        # a column added after this was built has no node with the resource
+        return self.has[col] if col < self.has.shape[0] else np.zeros(self.count.size, dtype=np.int64)
 
 
 class ScarceResourceAvoidance(Plugin):
@@ -65,25 +74,37 @@ class ScarceResourceAvoidance(Plugin):
         self._nodes: _NodeResources | None = None
 
     def _node_resources(self, snapshot: Any) -> _NodeResources:
-        key = (id(snapshot), snapshot.node_generation, snapshot.allocatable.shape[1])
+        key = (id(snapshot), snapshot.node_generation)
         nodes = self._nodes
         if nodes is None or nodes.key != key:
             nodes = self._nodes = _NodeResources(snapshot, key)
         return nodes
 
-    def score(self, state: CycleState, pod: Pod, rows: np.ndarray) -> np.ndarray:
-        snapshot = self.handle.snapshot
+    def _scores(self, snapshot: Any, nodes: _NodeResources, requested: frozenset[str]) -> np.ndarray:
         col_of = snapshot.resource_col
-        requested = {n for n, v in pod.requests.items() if v > 0}
-        scarce_cols = [col_of[n] for n in self._scarce - requested if n in col_of]
-        if not scarce_cols:
-            return np.full(rows.size, MAX_NODE_SCORE, dtype=np.int64)
-        nodes = self._node_resources(snapshot)
-        requested_cols = [col_of[n] for n in requested if n in col_of and n != PODS]
-        spare = nodes.count[rows]
-        if requested_cols:
-            spare = spare - nodes.has[np.ix_(rows, requested_cols)].sum(axis=1, dtype=np.int64)
-        scarce = nodes.has[np.ix_(rows, scarce_cols)].sum(axis=1, dtype=np.int64)
+        spare = nodes.count.copy()
+        for name in requested:
+            col = col_of.get(name)
+            if col is not None and name != PODS:
+                spare -= nodes.column(col)
+        scarce = np.zeros(spare.size, dtype=np.int64)
+        for name in self._scarce - requested:
+            col = col_of.get(name)
+            if col is not None:
+                scarce += nodes.column(col)
         penalized = (spare > 0) & (scarce > 0)
         kept = (spare - scarce) * MAX_NODE_SCORE // np.where(penalized, spare, 1)
         return np.where(penalized, kept, MAX_NODE_SCORE)
+
+    def score(self, state: CycleState, pod: Pod, rows: np.ndarray) -> np.ndarray:
+        requested = frozenset(n for n, v in pod.requests.items() if v > 0)
+        if self._scarce <= requested:
+            return np.full(rows.size, MAX_NODE_SCORE, dtype=np.int64)
+        snapshot = self.handle.snapshot
+        nodes = self._node_resources(snapshot)
+        scores = nodes.scores.get(requested)
+        if scores is None:
+            if len(nodes.scores) >= _CACHE_LIMIT:
+                nodes.scores.clear()
+            scores = nodes.scores[requested] = self._scores(snapshot, nodes, requested)
+        return scores[rows]

@@ -28,6 +28,8 @@ GATED = "gated"
 
 SortKey = Callable[[QueuedPodInfo], tuple[Any, ...]]
 PreEnqueue = Callable[[Pod], Status | None]
+# told when a pod is gated (with the PreEnqueue status) or released from the gate (None)
+GateObserver = Callable[[QueuedPodInfo, Status | None], None]
 
 
 @dataclass(slots=True)
@@ -45,7 +47,9 @@ class SchedulingQueue:
         events_of_plugin: dict[str, tuple[ClusterEvent, ...]],
         settings: QueueSettings,
         now: Callable[[], float],
+        on_gate: GateObserver | None = None,
     ) -> None:
+        self._on_gate = on_gate
         self._sort_key = sort_key
         self._pre_enqueue = pre_enqueue
         self._events_of_plugin = events_of_plugin
@@ -88,15 +92,25 @@ class SchedulingQueue:
 
     def _enqueue(self, info: QueuedPodInfo) -> None:
         """PreEnqueue, then activeQ or the gated set."""
+        if self._gate(info):
+            return
+        self._push_active(info)
+
+    def _gate(self, info: QueuedPodInfo) -> bool:
+        """Run PreEnqueue; True (and the pod parked as gated) when it says not yet."""
         st = self._pre_enqueue(info.pod)
         if st is not None:
-            info.gated_by = st.plugin
-            info.gated_message = st.message
+            changed = (info.gated_by, info.gated_reason, info.gated_message) != (st.plugin, st.reason, st.message)
+            info.gated_by, info.gated_reason, info.gated_message = st.plugin, st.reason, st.message
             self.where[info.key] = GATED
-            return
-        info.gated_by = ""
-        info.gated_message = ""
-        self._push_active(info)
+            if changed and self._on_gate is not None:
+                self._on_gate(info, st)
+            return True
+        if info.gated_by:
+            info.gated_by = info.gated_reason = info.gated_message = ""
+            if self._on_gate is not None:
+                self._on_gate(info, None)
+        return False
 
     def _push_active(self, info: QueuedPodInfo) -> None:
         info.seq = next(self._seq)
@@ -199,10 +213,7 @@ class SchedulingQueue:
     # ----------------------------------------------------------------------------- moving
     def _requeue_after_event(self, info: QueuedPodInfo) -> None:
         if info.backoff_expiry > self._now() and info.attempts > 0:
-            st = self._pre_enqueue(info.pod)
-            if st is not None:
-                info.gated_by, info.gated_message = st.plugin, st.message
-                self.where[info.key] = GATED
+            if self._gate(info):
                 return
             self._push_backoff(info)
         else:
@@ -227,13 +238,35 @@ class SchedulingQueue:
                 self._requeue_after_event(info)
                 moved += 1
             elif where == GATED:
-                st = self._pre_enqueue(info.pod)
-                if st is None:
+                if not self._gate(info):
                     self._requeue_after_event(info)
                     moved += 1
-                else:
-                    info.gated_message = st.message
         return moved
+
+    def recheck_gated(self) -> None:
+        """Time passed: PreEnqueue verdicts that depend on time (a group's backoff) may change."""
+        for key, where in list(self.where.items()):
+            if where == GATED:
+                info = self.infos[key]
+                if not self._gate(info):
+                    self._requeue_after_event(info)
+
+    def take(self, key: str) -> QueuedPodInfo | None:
+        """Pull a waiting pod out of the queue to schedule it now (a gang member of the pod being
+        scheduled); None when it is gated, in flight, or not here."""
+        where = self.where.get(key)
+        if where == GATED and not self._gate(self.infos[key]):
+            where = ACTIVE  # the gate has just opened (e.g. the gang now has enough members)
+        if where not in (ACTIVE, BACKOFF, UNSCHEDULABLE):
+            return None
+        info = self.infos[key]
+        del self.where[key]
+        self._unschedulable_since.pop(key, None)
+        info.attempts += 1
+        self._cycle += 1
+        self._cycle_of[key] = self._cycle
+        self.in_flight.add(key)
+        return info
 
     def activate(self, keys: Iterable[str]) -> None:
         """Move these pods to activeQ now, wherever they wait (gang siblings)."""

@@ -24,6 +24,10 @@ SETUP_HOOKS: list[SetupHook] = []
 REPORT_HOOKS: list[ReportHook] = []
 
 
+def pdb_raw(pdb: object) -> dict[str, object]:
+    return {"metadata": {"namespace": getattr(pdb, "namespace", ""), "name": getattr(pdb, "name", "")}}
+
+
 def build_world(scenario: Scenario, config: SchedulerConfiguration) -> MemoryCluster:
     clock = VirtualClock(0.0)
     scheduler = Scheduler(config, registry(), clock)
@@ -33,6 +37,12 @@ def build_world(scenario: Scenario, config: SchedulerConfiguration) -> MemoryClu
         world.add_namespace(ns)
     for node in scenario.nodes:
         world.add_node(node)
+    for pg in scenario.pod_groups:
+        scheduler.on_object("PodGroup", "Add", pg.raw)
+    for pdb in scenario.pdbs:
+        scheduler.on_object("PodDisruptionBudget", "Add", pdb_raw(pdb))
+    for topology in scenario.topologies:
+        scheduler.on_object("ClusterNetworkTopology", "Add", topology)
     for hook in SETUP_HOOKS:
         hook(world, scenario)
     for pod in scenario.pods:

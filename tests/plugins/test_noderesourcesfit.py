@@ -527,3 +527,20 @@ def test_memory_above_int32_range() -> None:
     # 1 TiB nodes: (2^40 - 2^39) * 100 / 2^40 = 50
     h = _harness([node_dict("huge", cpu="64", memory="1Ti")], args=MOST)
     assert h.plugin_scores(FIT, make_pod("incoming", cpu="32", memory="512Gi")) == {"huge": 50}
+
+
+def test_allocatable_beyond_float_exact_range() -> None:
+    # 128 TiB of memory takes the integer path: cpu 16/64 -> 25, memory 32Ti/128Ti -> 25
+    h = _harness([node_dict("huge", cpu="64", memory="128Ti")], args=MOST)
+    assert h.plugin_scores(FIT, make_pod("incoming", cpu="16", memory="32Ti")) == {"huge": 25}
+
+
+def test_removed_node_leaves_a_dead_row() -> None:
+    h = _harness([node_dict("a", cpu="1"), node_dict("b", cpu="8"), node_dict("c", cpu="1")])
+    h.cache.remove_node("b")
+    names, diagnosis = h.feasible(make_pod("incoming", cpu="2"))
+    assert names == []
+    assert fit_error_message(2, diagnosis) == "0/2 nodes are available: 2 Insufficient cpu."
+    # cpu (1000 - 500) * 100 // 1000 = 50,
+    # memory 200Mi default of 8Gi -> 97; (50 + 97) // 2 = 73
+    assert h.plugin_scores(FIT, make_pod("incoming", cpu="500m")) == {"a": 73, "c": 73}

@@ -1,0 +1,288 @@
+"""Coscheduling: all-or-nothing scheduling of gangs and gang groups.
+
+Extension points: QueueSort (priority, then the group's creation time, or its last failure, then
+name), PreEnqueue (a gang waits, without using scheduling cycles, until every gang of its group has
+enough members), Permit (members wait until every gang of the group reaches its minimum, then are
+released together), Reserve/Unreserve (Strict gangs roll back together), PreBind (gang batch
+annotations) and PostBind (the group counts as satisfied once a member is bound).
+
+The scheduler places a gang group as a unit: once one member is popped, `batch_members` names every
+pending member of the group and the scheduler tries them back to back, each seeing the earlier
+ones assumed; `batch_end` then releases the group or rolls it back (Strict), keeps the placed
+members waiting (NonStrict, or a scheduler-plugins PodGroup close enough to its minimum), and
+writes one message that every pending member carries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import Field, field_validator
+
+from koordpy.api.duration import parse_duration
+from koordpy.api.pod import Pod
+from koordpy.config.args import PluginArgs
+from koordpy.framework.cycle_state import CycleState
+from koordpy.framework.interfaces import BatchResult, ClusterEvent, Plugin
+from koordpy.framework.queued import QueuedPodInfo
+from koordpy.framework.status import Code, Status
+from koordpy.plugins.coscheduling.gang import (
+    FROM_X_K8S,
+    MATCH_POLICIES,
+    NON_STRICT,
+    ONCE_SATISFIED,
+    ONLY_WAITING,
+    WAITING_AND_RUNNING,
+    Gang,
+    member_order_key,
+)
+from koordpy.plugins.coscheduling.registry import SERVICE, GangRegistry
+
+NAME = "Coscheduling"
+REASON_GANG_NOT_READY = "GangNotReady"
+REASON_INVALID_SPEC = "InvalidSpec"
+BIND_GANG_GROUP_ID = "internal.scheduling.koordinator.sh/bind-gang-group-id"
+BIND_GANG_MEMBER_COUNT = "internal.scheduling.koordinator.sh/bind-gang-member-count"
+BIND_GANG_GROUP_ID_DEPRECATED = "scheduling.koordinator.sh/bind-gang-group-id"
+BIND_GANG_MEMBER_COUNT_DEPRECATED = "scheduling.koordinator.sh/bind-gang-member-count"
+
+
+class CoschedulingArgs(PluginArgs):
+    """Both reference systems' CoschedulingArgs in one model."""
+
+    default_timeout: float | str = Field(default=600.0)
+    default_match_policy: str = ONCE_SATISFIED
+    enable_preemption: bool = True
+    aware_network_topology: bool = True
+    permit_waiting_time_seconds: int = Field(default=60, ge=0)
+    pod_group_backoff_seconds: int = Field(default=0, ge=0)
+    pod_group_reject_percentage: int = Field(default=10, ge=0, le=100)
+    controller_workers: int = Field(default=1, ge=1)
+    skip_check_schedule_cycle: bool = False
+
+    @field_validator("default_timeout")
+    @classmethod
+    def _timeout(cls, value: float | str) -> float:
+        seconds = parse_duration(value) if isinstance(value, str) else float(value)
+        if seconds < 0:
+            raise ValueError("must not be negative")
+        return seconds
+
+    @field_validator("default_match_policy")
+    @classmethod
+    def _policy(cls, value: str) -> str:
+        if value not in MATCH_POLICIES:
+            raise ValueError(f"must be one of {', '.join(MATCH_POLICIES)}")
+        return value
+
+    @property
+    def timeout_seconds(self) -> float:
+        return float(self.default_timeout)
+
+
+class Coscheduling(Plugin):
+    NAME = NAME
+    Args = CoschedulingArgs
+
+    def __init__(self, handle: Any, args: CoschedulingArgs | None = None) -> None:
+        super().__init__(handle, args)
+        self.cargs: CoschedulingArgs = args or CoschedulingArgs()
+        registry = handle.services.get(SERVICE)
+        if registry is None:
+            registry = GangRegistry(handle.clock, self.cargs.default_match_policy)
+            handle.services[SERVICE] = registry
+            # one registry per scheduler hears every pod and PodGroup event
+            listeners = handle.services.get("pod_listeners")
+            if listeners is not None:
+                listeners.append(registry.on_pod)
+            register = handle.services.get("register_object_handler")
+            if register is not None:
+                register("PodGroup", registry.on_podgroup)
+        self.registry: GangRegistry = registry
+        # pod keys released together by the last successful Permit of each group
+        self._binding_members: dict[str, frozenset[str]] = {}
+        # the last message a gang group's failure produced
+        self.messages: dict[str, str] = {}
+
+    def events_to_register(self) -> Sequence[ClusterEvent]:
+        return (ClusterEvent("Pod"), ClusterEvent("Node"), ClusterEvent("PodGroup"))
+
+    # ----------------------------------------------------------------------------- QueueSort
+    def sort_key(self, info: QueuedPodInfo) -> tuple[int, float, str, str]:
+        pod = info.pod
+        gang = self.registry.gang(pod)
+        if gang is None or self.registry.once_satisfied(gang):
+            return (-pod.priority, info.initial_attempt_timestamp, pod.key, pod.key)
+        group_time = gang.create_time
+        failures = [g.last_failure for g in self.registry.group(gang) if g is not None and g.last_failure]
+        if failures:
+            # a group that has just failed goes behind its peers of the same priority
+            group_time = max(group_time, *failures)
+        return (-pod.priority, group_time, gang.group_id, pod.key)
+
+    # ----------------------------------------------------------------------------- PreEnqueue
+    def pre_enqueue(self, pod: Pod) -> Status | None:
+        verdict = self.registry.readiness(pod)
+        if verdict is None:
+            return None
+        reason = REASON_INVALID_SPEC if verdict.invalid else REASON_GANG_NOT_READY
+        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (verdict.message,), NAME, reason)
+
+    # ----------------------------------------------------------------------------- the pass
+    def batch_members(self, pod: Pod) -> list[Pod] | None:
+        """Every pending member of the pod's gang group, in placement order (the pod included);
+        None when the pod is to be scheduled on its own."""
+        gang = self.registry.gang(pod)
+        if gang is None or not gang.initialized or self.registry.once_satisfied(gang):
+            return None
+        members: list[Pod] = []
+        for other in self.registry.group(gang):
+            if other is None:
+                continue
+            pending = [
+                self.registry.pods[k] for k in other.children
+                if k not in other.bound and k not in other.waiting and k in self.registry.pods
+            ]
+            members.extend(sorted(pending, key=member_order_key))
+        return members
+
+    def stops_on_failure(self, pod: Pod) -> bool:
+        """A Strict gang is rolled back at its first failure, so the rest of the pass is moot."""
+        gang = self.registry.gang(pod)
+        return gang is not None and gang.spec is not None and gang.source != FROM_X_K8S and gang.spec.mode != NON_STRICT
+
+    def valid_for_permit(self, gang: Gang) -> bool:
+        if not gang.initialized or gang.spec is None:
+            return False
+        policy = gang.spec.match_policy
+        if policy == ONLY_WAITING:
+            return len(gang.waiting) >= gang.spec.min_member
+        if policy == WAITING_AND_RUNNING:
+            return len(gang.waiting) + len(gang.bound) >= gang.spec.min_member
+        return len(gang.waiting) >= gang.spec.min_member or gang.group_id in self.registry.satisfied
+
+    def _group_valid(self, gang: Gang) -> bool:
+        return all(g is not None and self.valid_for_permit(g) for g in self.registry.group(gang))
+
+    def wait_seconds(self, gang: Gang) -> float:
+        if gang.spec is not None and gang.spec.wait_seconds:
+            return gang.spec.wait_seconds
+        if gang.source == FROM_X_K8S:
+            return float(self.cargs.permit_waiting_time_seconds or 60)
+        return self.cargs.timeout_seconds
+
+    def _waiting_keys(self, gang: Gang) -> list[str]:
+        keys: list[str] = []
+        for g in self.registry.group(gang):
+            if g is not None:
+                keys.extend(sorted(g.waiting))
+        return keys
+
+    def batch_end(self, pod: Pod, result: BatchResult, num_nodes: int) -> str | None:
+        """Release, keep or roll back the group after a pass; returns the message every pending
+        member carries, or None when nothing is pending any more."""
+        gang = self.registry.gang(pod)
+        if gang is None:
+            return None
+        group = self.registry.group(gang)
+        if self._group_valid(gang) or self.registry.once_satisfied(gang):
+            # placed as a whole; members beyond the minimum that did not fit keep their own reason
+            self._allow_group(gang)
+            return None
+        message = self._failure_message(gang, result)
+        now = self.handle.clock.now()
+        keep_waiting = False
+        if gang.source == FROM_X_K8S and gang.spec is not None:
+            assigned = len(gang.waiting) + len(gang.bound)
+            gap = (gang.spec.min_member - assigned) / max(gang.spec.min_member, 1)
+            keep_waiting = assigned >= gang.spec.min_member or gap <= self.cargs.pod_group_reject_percentage / 100
+        elif gang.spec is not None and gang.spec.mode == NON_STRICT:
+            keep_waiting = True
+        if not self._group_valid(gang) and not keep_waiting:
+            self.reject_group(gang, message)
+            for g in group:
+                if g is None:
+                    continue
+                g.last_failure = now
+                if self.cargs.pod_group_backoff_seconds > 0 and g.spec and len(g.children) >= g.spec.min_member:
+                    g.backoff_until = now + self.cargs.pod_group_backoff_seconds
+        self.messages[gang.group_id] = message
+        return message
+
+    def _failure_message(self, gang: Gang, result: BatchResult) -> str:
+        parts = []
+        for g in self.registry.group(gang):
+            if g is None or g.spec is None:
+                continue
+            placed = len(g.waiting) + (len(g.bound) if g.spec.match_policy != ONLY_WAITING else 0)
+            parts.append(f"{g.id} {placed} of minMember {g.spec.min_member}")
+        head = f"gang {gang.id}" if len(gang.group) == 1 else f"gang group [{gang.group_id}]"
+        first_failure = next(iter(result.failed.items()), None)
+        why = f"; pod {first_failure[0]} does not fit: {first_failure[1]}" if first_failure else ""
+        return f"{head} cannot be placed as a whole: {', '.join(parts)} members placed{why}"
+
+    def _allow_group(self, gang: Gang) -> None:
+        waiting = self.handle.waiting_pods
+        keys = self._waiting_keys(gang)
+        self._binding_members[gang.group_id] = frozenset(keys)
+        for key in keys:
+            wp = waiting.get(key)
+            if wp is not None:
+                wp.allow(NAME)
+
+    def reject_group(self, gang: Gang, message: str) -> None:
+        waiting = self.handle.waiting_pods
+        for key in self._waiting_keys(gang):
+            wp = waiting.get(key)
+            if wp is not None:
+                wp.reject(NAME, message)
+
+    # ----------------------------------------------------------------------------- Reserve
+    def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        return None
+
+    def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        gang = self.registry.gang(pod)
+        if gang is None:
+            return
+        gang.waiting.discard(pod.key)
+        if self.registry.once_satisfied(gang) or gang.spec is None:
+            return
+        if gang.source == FROM_X_K8S or gang.spec.mode != NON_STRICT:
+            message = self.messages.get(gang.group_id) or f"gang {gang.id} gets rejected because {pod.key} was unreserved"
+            self.reject_group(gang, message)
+
+    # ----------------------------------------------------------------------------- Permit
+    def permit(self, state: CycleState, pod: Pod, node_name: str) -> tuple[Status | None, float]:
+        gang = self.registry.gang(pod)
+        if gang is None:
+            return None, 0.0
+        if self.registry.once_satisfied(gang):
+            return None, 0.0
+        gang.waiting.add(pod.key)
+        if self._group_valid(gang):
+            self._allow_group(gang)
+            return None, 0.0
+        return Status(Code.WAIT, (f"waiting for gang {gang.id} to reach its minimum",), NAME), self.wait_seconds(gang)
+
+    # ----------------------------------------------------------------------------- binding
+    def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> list[tuple[str, str]] | None:
+        gang = self.registry.gang(pod)
+        if gang is None:
+            return None
+        members = self._binding_members.get(gang.group_id, frozenset())
+        if len(members) > 1 and pod.key in members:
+            count = str(len(members))
+            return [(BIND_GANG_GROUP_ID, gang.group_id), (BIND_GANG_MEMBER_COUNT, count),
+                    (BIND_GANG_GROUP_ID_DEPRECATED, gang.group_id), (BIND_GANG_MEMBER_COUNT_DEPRECATED, count)]
+        return None
+
+    def post_bind(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        gang = self.registry.gang(pod)
+        if gang is None:
+            return
+        gang.waiting.discard(pod.key)
+        gang.bound.add(pod.key)
+        self.registry.satisfied.add(gang.group_id)
+

@@ -1,0 +1,192 @@
+"""The gang registry: every gang the scheduler knows, kept up to date from pod and PodGroup events.
+
+One registry serves every profile of a scheduler. It knows each gang's members and which of them
+are pending, waiting at Permit, or bound, and whether a gang group has ever been satisfied."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from koordpy.api.errors import SpecError
+from koordpy.api.pod import Pod
+from koordpy.api.podgroup import PodGroup
+from koordpy.framework.clock import Clock
+from koordpy.plugins.coscheduling.gang import (
+    ANNOTATION_GROUPS,
+    FROM_ANNOTATION,
+    ONCE_SATISFIED,
+    Gang,
+    membership,
+    spec_from_pod,
+    spec_from_podgroup,
+)
+
+SERVICE = "coscheduling.registry"
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """Why a gang pod may not be queued yet: `invalid` distinguishes bad input from waiting."""
+
+    message: str
+    invalid: bool
+
+
+class GangRegistry:
+    def __init__(self, clock: Clock, default_match_policy: str) -> None:
+        self.clock = clock
+        self.default_match_policy = default_match_policy
+        self.gangs: dict[str, Gang] = {}
+        self.pods: dict[str, Pod] = {}
+        self.gang_of_pod: dict[str, str] = {}
+        # per-pod errors in its own gang annotations (the gang may be configured by another pod)
+        self.pod_errors: dict[str, str] = {}
+        # gang group ids that have ever had a member bound (once-satisfied)
+        self.satisfied: set[str] = set()
+        self.pod_groups: dict[tuple[str, str], PodGroup] = {}
+
+    # ----------------------------------------------------------------------------- events
+    def on_pod(self, action: str, pod: Pod) -> None:
+        key = pod.key
+        if action == "Delete":
+            self._forget_pod(key)
+            return
+        m = membership(pod)
+        old_gang = self.gang_of_pod.get(key)
+        if m is None:
+            if old_gang is not None:
+                self._forget_pod(key)
+            return
+        if old_gang is not None and old_gang != m.gang_id:
+            self._forget_pod(key)
+        gang = self.gangs.get(m.gang_id)
+        if gang is None:
+            gang = Gang(m.gang_id, pod.namespace, m.name, m.source)
+            self.gangs[m.gang_id] = gang
+            pg = self.pod_groups.get((m.source, m.gang_id))
+            if pg is not None:
+                self._configure_from_podgroup(gang, pg)
+        if gang.first_seen is None:
+            gang.first_seen = self.clock.now()
+        self.pods[key] = pod
+        self.gang_of_pod[key] = gang.id
+        gang.children.add(key)
+        if m.source == FROM_ANNOTATION:
+            try:
+                spec = spec_from_pod(pod, m, self.default_match_policy)
+                self.pod_errors.pop(key, None)
+                if gang.spec is None:
+                    gang.spec = spec
+                    gang.error = None
+                    gang.create_time = pod.creation_ts
+            except SpecError as err:
+                self.pod_errors[key] = str(err)
+                if gang.spec is None:
+                    gang.error = str(err)
+        if pod.node_name and not pod.is_terminal:
+            gang.bound.add(key)
+            gang.waiting.discard(key)
+            self.satisfied.add(gang.group_id)
+        elif pod.is_terminal:
+            gang.bound.discard(key)
+
+    def _forget_pod(self, key: str) -> None:
+        gid = self.gang_of_pod.pop(key, None)
+        self.pods.pop(key, None)
+        self.pod_errors.pop(key, None)
+        if gid is None:
+            return
+        gang = self.gangs.get(gid)
+        if gang is None:
+            return
+        gang.children.discard(key)
+        gang.waiting.discard(key)
+        gang.bound.discard(key)
+        if gang.source == FROM_ANNOTATION and not gang.children:
+            del self.gangs[gid]
+
+    def on_podgroup(self, action: str, obj: Mapping[str, Any]) -> None:
+        pg = PodGroup.from_dict(obj)
+        slot = (pg.api_group, pg.key)
+        if action == "Delete":
+            self.pod_groups.pop(slot, None)
+            gang = self.gangs.get(pg.key)
+            if gang is not None and gang.source == pg.api_group:
+                gang.spec = None
+                gang.error = None
+                gang.pod_group = None
+                if not gang.children:
+                    del self.gangs[pg.key]
+            return
+        self.pod_groups[slot] = pg
+        gang = self.gangs.get(pg.key)
+        if gang is None:
+            gang = Gang(pg.key, pg.namespace, pg.name, pg.api_group)
+            self.gangs[pg.key] = gang
+        if gang.source == pg.api_group:
+            self._configure_from_podgroup(gang, pg)
+
+    def _configure_from_podgroup(self, gang: Gang, pg: PodGroup) -> None:
+        gang.pod_group = pg
+        gang.create_time = pg.creation_ts
+        try:
+            gang.spec = spec_from_podgroup(pg, self.default_match_policy)
+            gang.error = None
+        except SpecError as err:
+            gang.spec = None
+            gang.error = str(err)
+
+    # ----------------------------------------------------------------------------- queries
+    def gang(self, pod: Pod) -> Gang | None:
+        gid = self.gang_of_pod.get(pod.key)
+        return self.gangs.get(gid) if gid is not None else None
+
+    def group(self, gang: Gang) -> list[Gang | None]:
+        return [self.gangs.get(gid) for gid in gang.group]
+
+    def once_satisfied(self, gang: Gang) -> bool:
+        return (gang.spec is not None and gang.spec.match_policy == ONCE_SATISFIED
+                and gang.group_id in self.satisfied)
+
+    def readiness(self, pod: Pod) -> Verdict | None:
+        """None when the pod may be scheduled now; otherwise why not (bad input, or waiting)."""
+        gang = self.gang(pod)
+        if gang is None:
+            return None
+        own_error = self.pod_errors.get(pod.key)
+        if own_error is not None:
+            return Verdict(f"gang {gang.id}: {own_error}", True)
+        if gang.error is not None:
+            return Verdict(f"gang {gang.id}: {gang.error}", True)
+        if gang.spec is None:
+            return Verdict(f"gang {gang.id}: PodGroup {gang.id} ({gang.source}) not found", False)
+        if self.once_satisfied(gang):
+            return None
+        short: list[str] = []
+        for gid, other in zip(gang.group, self.group(gang), strict=True):
+            if other is None or (other.spec is None and other.error is None and not other.children):
+                return Verdict(
+                    f"gang {gang.id}: annotation {ANNOTATION_GROUPS} names gang {gid}, which does not exist", True
+                )
+            if other.error is not None:
+                return Verdict(f"gang {gang.id}: member gang {gid} is invalid: {other.error}", True)
+            if other.spec is None:
+                return Verdict(f"gang {gang.id}: member gang {gid}: PodGroup not found", False)
+            if len(other.children) < other.spec.min_member:
+                short.append(f"{gid} has {len(other.children)} of minMember {other.spec.min_member} pods")
+        if short:
+            return Verdict(f"gang group [{gang.group_id}] is not ready: {'; '.join(short)}", False)
+        now = self.clock.now()
+        for other in self.group(gang):
+            if other is not None and other.backoff_until > now:
+                return Verdict(
+                    f"gang {other.id} failed recently and backs off for {other.backoff_until - now:.0f}s", False
+                )
+        return None
+
+    def next_deadline(self) -> float | None:
+        now = self.clock.now()
+        times = [g.backoff_until for g in self.gangs.values() if g.backoff_until > now]
+        return min(times) if times else None

@@ -1,0 +1,1 @@
+"""Status computations shared by the scheduler's report and the operators (pure: API views only)."""

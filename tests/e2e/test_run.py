@@ -1,0 +1,550 @@
+"""`koordpy run` against the real test control plane: binding, status and events, a pod deleted
+during its binding, an apiserver restart, leader election between two processes, and metrics.
+
+The scheduler runs in-process on the test's event loop where the test needs to look inside it
+(the cache, the binding hook), and as `koordpy run` subprocesses for leader election."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any, cast
+
+import aiohttp
+import pytest
+import yaml
+from kubernetes_asyncio import client
+from kubernetes_asyncio import config as k8s_config
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from koordpy.cluster.http import HealthServer
+from koordpy.cluster.kube import PODS, KubeApi, KubeWorld
+from koordpy.config.models import SchedulerConfiguration, parse_configuration
+from koordpy.framework.clock import RealClock
+from koordpy.framework.effects import Bind
+from koordpy.metrics import SchedulerMetrics
+from koordpy.plugins import registry
+from koordpy.scheduler import Scheduler
+from tests.support.controlplane import (
+    KWOK_NODE_ANNOTATION,
+    KWOK_NODE_ANNOTATION_VALUE,
+    ControlPlane,
+    free_port,
+)
+
+SCHEDULER_NAME = "koord-scheduler"
+# pods of these tests only go to the nodes these tests made, whatever other tests leave around
+NODE_LABEL = "koordpy.e2e/run-nodes"
+NODE_COUNT = 3
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+CONFIG_DOC: dict[str, Any] = {
+    "apiVersion": "kubescheduler.config.k8s.io/v1",
+    "kind": "KubeSchedulerConfiguration",
+    "profiles": [{"schedulerName": SCHEDULER_NAME}],
+    # short backoffs keep a retried pod from idling through a test's time budget
+    "podInitialBackoffSeconds": 1,
+    "podMaxBackoffSeconds": 2,
+}
+
+
+def _name(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def _config() -> SchedulerConfiguration:
+    return parse_configuration(CONFIG_DOC)
+
+
+async def eventually(
+    probe: Callable[[], Awaitable[Any]], *, timeout: float = 30.0, interval: float = 0.2, what: str = ""
+) -> Any:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    last: Any = None
+    while True:
+        with contextlib.suppress(ApiException, aiohttp.ClientError, OSError):
+            last = await probe()
+            if last:
+                return last
+        if loop.time() > deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {what or probe}; last value: {last!r}")
+        await asyncio.sleep(interval)
+
+
+def pod_manifest(name: str, nodes_label: str, cpu: str = "100m") -> client.V1Pod:
+    return client.V1Pod(
+        metadata=client.V1ObjectMeta(name=name, labels={"app": "e2e-run"}),
+        spec=client.V1PodSpec(
+            scheduler_name=SCHEDULER_NAME,
+            node_selector={NODE_LABEL: nodes_label},
+            termination_grace_period_seconds=0,
+            containers=[client.V1Container(
+                name="main",
+                image="registry.k8s.io/pause:3.10",
+                resources=client.V1ResourceRequirements(requests={"cpu": cpu, "memory": "64Mi"}),
+            )],
+        ),
+    )
+
+
+# ---------------------------------------------------------------------------------------------- fixtures
+@pytest.fixture(scope="module")
+async def nodes(control_plane: ControlPlane) -> AsyncIterator[str]:
+    """Three KWOK nodes with a label unique to this module; yields the label's value."""
+    configuration = client.Configuration()
+    await k8s_config.load_kube_config(
+        config_file=str(control_plane.kubeconfig), client_configuration=configuration
+    )
+    label = uuid.uuid4().hex[:8]
+    names = [f"run-node-{label}-{i}" for i in range(NODE_COUNT)]
+    async with client.ApiClient(configuration=configuration) as api:
+        core = client.CoreV1Api(api)
+        resources = {"cpu": "8", "memory": "32Gi", "pods": "110"}
+        for name in names:
+            await core.create_node(client.V1Node(
+                metadata=client.V1ObjectMeta(
+                    name=name,
+                    annotations={KWOK_NODE_ANNOTATION: KWOK_NODE_ANNOTATION_VALUE},
+                    labels={NODE_LABEL: label, "kubernetes.io/hostname": name, "type": "kwok"},
+                ),
+                status=client.V1NodeStatus(capacity=resources, allocatable=dict(resources)),
+            ))
+
+        async def all_ready() -> bool:
+            for name in names:
+                node = await core.read_node(name)
+                conditions = (node.status and node.status.conditions) or []
+                if not any(c.type == "Ready" and c.status == "True" for c in conditions):
+                    return False
+            return True
+
+        await eventually(all_ready, timeout=60, what="KWOK nodes to become Ready")
+        yield label
+        for name in names:
+            with contextlib.suppress(ApiException):
+                await core.delete_node(name)
+
+
+@pytest.fixture
+async def core(kube_api: client.ApiClient) -> client.CoreV1Api:
+    return client.CoreV1Api(kube_api)
+
+
+@pytest.fixture
+async def namespace(core: client.CoreV1Api) -> AsyncIterator[str]:
+    name = _name("e2e-run")
+    await core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    yield name
+    # without kube-controller-manager a deleted namespace stays Terminating: remove its pods
+    # (at once) and leave the namespace behind
+    with contextlib.suppress(ApiException):
+        await core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
+
+
+@contextlib.asynccontextmanager
+async def running_world(control_plane: ControlPlane) -> AsyncIterator[KubeWorld]:
+    """The scheduler in-process, on this event loop, with every informer synced."""
+    api = await KubeApi.connect(str(control_plane.kubeconfig))
+    metrics = SchedulerMetrics()
+    scheduler = Scheduler(_config(), registry(), RealClock(), metrics)
+    metrics.track_pending(scheduler.pending_counts)
+    world = KubeWorld(api, scheduler, metrics, _name("e2e-koordpy"))
+    await world.start()
+    try:
+        await asyncio.wait_for(world.wait_synced(), 60)
+        yield world
+    finally:
+        await world.shutdown(5.0)
+        await api.close()
+
+
+@pytest.fixture
+async def world(control_plane: ControlPlane, nodes: str) -> AsyncIterator[KubeWorld]:
+    async with running_world(control_plane) as w:
+        yield w
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+async def create_pods(core: client.CoreV1Api, namespace: str, label: str, count: int, prefix: str = "p",
+                      cpu: str = "100m") -> list[str]:
+    names = [f"{prefix}-{i}-{uuid.uuid4().hex[:5]}" for i in range(count)]
+    for name in names:
+        await core.create_namespaced_pod(namespace, pod_manifest(name, label, cpu=cpu))
+    return names
+
+
+async def wait_running(
+    core: client.CoreV1Api, namespace: str, names: list[str], timeout: float = 60.0
+) -> None:
+    async def all_running() -> bool:
+        pods = {p.metadata.name: p for p in (await core.list_namespaced_pod(namespace)).items}
+        return all(
+            n in pods and pods[n].spec.node_name and pods[n].status.phase == "Running" for n in names
+        )
+
+    await eventually(all_running, timeout=timeout, what=f"{len(names)} pods bound and Running")
+
+
+async def events_of(kube_api: client.ApiClient, namespace: str, reason: str) -> list[Any]:
+    events = await client.EventsV1Api(kube_api).list_namespaced_event(namespace)
+    return [e for e in events.items if e.reason == reason]
+
+
+def assumed(world: KubeWorld) -> list[str]:
+    return [key for key, state in world.scheduler.cache.pods.items() if state.assumed]
+
+
+async def settle(world: KubeWorld, timeout: float = 30.0) -> None:
+    """Until no binding is in flight and the cache holds no assumption."""
+
+    async def settled() -> bool:
+        return world.in_flight() == 0 and not assumed(world) and not world.scheduler.bindings
+
+    await eventually(settled, timeout=timeout, what="bindings to settle")
+
+
+# ---------------------------------------------------------------------------------------------- tests
+async def test_pods_are_bound_and_run(
+    world: KubeWorld, core: client.CoreV1Api, kube_api: client.ApiClient, namespace: str, nodes: str
+) -> None:
+    names = await create_pods(core, namespace, nodes, 6)
+    await wait_running(core, namespace, names)
+    for name in names:
+        pod = await core.read_namespaced_pod(name, namespace)
+        conditions = {c.type: c for c in pod.status.conditions or []}
+        assert conditions["PodScheduled"].status == "True"
+        assert pod.spec.node_name.startswith(f"run-node-{nodes}-")
+
+    async def scheduled_events() -> list[Any]:
+        found = await events_of(kube_api, namespace, "Scheduled")
+        return found if len(found) == len(names) else []
+
+    events = await eventually(scheduled_events, what="a Scheduled event per pod")
+    assert sorted(e.regarding.name for e in events) == sorted(names)
+    for e in events:
+        assert e.reporting_controller == "koordpy"
+        assert e.reporting_instance == world.identity
+        assert e.type == "Normal"
+        assert e.note == f"Successfully assigned {namespace}/{e.regarding.name} to " + (
+            await core.read_namespaced_pod(e.regarding.name, namespace)).spec.node_name
+    await settle(world)
+    assert not assumed(world)
+
+
+async def test_unschedulable_pod_gets_condition_and_event(
+    world: KubeWorld, core: client.CoreV1Api, kube_api: client.ApiClient, namespace: str, nodes: str
+) -> None:
+    name = _name("too-big")
+    await core.create_namespaced_pod(namespace, pod_manifest(name, nodes, cpu="1000"))
+
+    async def condition() -> Any:
+        pod = await core.read_namespaced_pod(name, namespace)
+        for c in pod.status.conditions or []:
+            if c.type == "PodScheduled" and c.status == "False":
+                return c
+        return None
+
+    cond = await eventually(condition, what="PodScheduled=False")
+    assert cond.reason == "Unschedulable"
+    assert re.match(r"^0/\d+ nodes are available: ", cond.message), cond.message
+    assert f"{NODE_COUNT} Insufficient cpu" in cond.message, cond.message
+
+    async def failed_events() -> list[Any]:
+        return await events_of(kube_api, namespace, "FailedScheduling")
+
+    events = await eventually(failed_events, what="a FailedScheduling event")
+    event = events[0]
+    assert event.type == "Warning"
+    assert event.reporting_controller == "koordpy"
+    assert event.regarding.name == name
+    assert event.note.startswith("0/")
+    assert (await core.read_namespaced_pod(name, namespace)).spec.node_name is None
+
+
+@pytest.mark.parametrize(
+    "wait_for_delete_event", [True, False], ids=["delete-seen-first", "binding-fails-first"]
+)
+async def test_pod_deleted_while_binding_leaves_nothing_assumed(
+    world: KubeWorld, core: client.CoreV1Api, namespace: str, nodes: str, wait_for_delete_event: bool
+) -> None:
+    name = _name("vanishing")
+    key = f"{namespace}/{name}"
+    hooked = asyncio.Event()
+    assumed_when_binding: list[bool] = []
+
+    async def delete_first(b: Bind) -> None:
+        if b.pod.key != key or hooked.is_set():
+            return
+        assumed_when_binding.append(world.scheduler.cache.is_assumed(key))
+        await core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+        if wait_for_delete_event:
+            async def gone() -> bool:
+                return key not in world.informers[PODS].store
+
+            await eventually(gone, what="the informer to see the deletion")
+        hooked.set()
+
+    world.before_bind = delete_first
+    await core.create_namespaced_pod(namespace, pod_manifest(name, nodes))
+    await asyncio.wait_for(hooked.wait(), 30)
+
+    async def forgotten() -> bool:
+        s = world.scheduler
+        return (
+            key not in world.informers[PODS].store
+            and s.cache.pod_state(key) is None
+            and key not in s.bindings
+            and key not in s.pods
+            and all(key not in q.infos for q in s.queues.values())
+            and world.in_flight() == 0
+        )
+
+    await eventually(forgotten, what="the scheduler to forget the deleted pod")
+    # assume before bind: the cache held the pod on its node while the binding was on its way
+    assert assumed_when_binding == [True]
+    assert not assumed(world)
+    failed = world.metrics.registry.get_sample_value("koordpy_bindings_total", {"result": "error"})
+    assert failed is not None and failed >= 1
+    # and the scheduler goes on: the next pod binds normally
+    world.before_bind = None
+    names = await create_pods(core, namespace, nodes, 1, prefix="after")
+    await wait_running(core, namespace, names)
+    await settle(world)
+
+
+async def test_apiserver_restart_is_survived(
+    world: KubeWorld, control_plane: ControlPlane, core: client.CoreV1Api, kube_api: client.ApiClient,
+    namespace: str, nodes: str,
+) -> None:
+    before = await create_pods(core, namespace, nodes, 3, prefix="before")
+    await wait_running(core, namespace, before)
+    # the restart blocks for a while; the scheduler keeps running on this loop meanwhile
+    await asyncio.to_thread(control_plane.restart_apiserver)
+    after: list[str] = []
+
+    async def create_after() -> bool:
+        after.extend(await create_pods(core, namespace, nodes, 3, prefix="after"))
+        return True
+
+    await eventually(create_after, timeout=60, what="pods to be created after the restart")
+    await wait_running(core, namespace, before + after, timeout=90)
+
+    async def one_scheduled_each() -> Counter[str]:
+        counts = Counter(e.regarding.name for e in await events_of(kube_api, namespace, "Scheduled"))
+        return counts if set(counts) == set(before + after) else Counter()
+
+    counts = await eventually(one_scheduled_each, what="Scheduled events for all pods")
+    assert set(counts.values()) == {1}, counts
+    repeated = [e.regarding.name for e in await events_of(kube_api, namespace, "Scheduled") if e.series]
+    assert not repeated, f"scheduled more than once: {repeated}"
+    # a pod bound twice, or a binding the scheduler lost track of, would have failed and said so
+    assert not await events_of(kube_api, namespace, "FailedScheduling")
+    await settle(world)
+    assert world.informers[PODS].synced.is_set()
+
+
+async def test_metrics_health_and_readiness(
+    world: KubeWorld, core: client.CoreV1Api, namespace: str, nodes: str
+) -> None:
+    server = HealthServer(world.metrics, lambda: (world.synced(), "not synced"), lambda: (True, ""),
+                          host="127.0.0.1", port=0)
+    await server.start()
+    try:
+        names = await create_pods(core, namespace, nodes, 2)
+        await wait_running(core, namespace, names)
+        base = f"http://127.0.0.1:{server.port}"
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"{base}/healthz") as r:
+                assert r.status == 200 and await r.text() == "ok"
+            async with http.get(f"{base}/readyz") as r:
+                assert r.status == 200
+            async with http.get(f"{base}/metrics") as r:
+                assert r.status == 200
+                assert r.headers["Content-Type"].startswith("text/plain")
+                text = await r.text()
+        match = re.search(
+            r'^scheduler_schedule_attempts_total\{profile="koord-scheduler",result="scheduled"\} (\S+)$',
+            text, re.M,
+        )
+        assert match and float(match.group(1)) >= 2, text
+        assert re.search(r'^scheduler_pending_pods\{queue="active"\} ', text, re.M)
+        assert "scheduler_scheduling_attempt_duration_seconds_bucket" in text
+        assert re.search(r'^koordpy_bindings_total\{result="success"\} ', text, re.M)
+    finally:
+        await server.stop()
+
+
+# ---------------------------------------------------------------------------------------------- subprocesses
+class RunProcess:
+    """`koordpy run` as a child process, its log in a file."""
+
+    def __init__(self, args: list[str], log_path: Path, port: int, identity: str) -> None:
+        self.port = port
+        self.identity = identity
+        self.log_path = log_path
+        self._log = open(log_path, "wb")  # noqa: SIM115 - closed in close()
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "koordpy.cli", "run", *args, "--metrics-port", str(port),
+             "--bind-address", "127.0.0.1", "--identity", identity],
+            stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=REPO_ROOT, env=env,
+        )
+
+    async def get(self, path: str) -> tuple[int, str]:
+        async with aiohttp.ClientSession() as http, http.get(
+            f"http://127.0.0.1:{self.port}{path}", timeout=aiohttp.ClientTimeout(total=5)
+        ) as r:
+            return r.status, await r.text()
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-4000:]
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        self._log.close()
+
+
+async def _pod_binding_watch(kube_api: client.ApiClient, namespace: str, bound: dict[str, list[str]],
+                             started: asyncio.Event) -> None:
+    """Every nodeName each pod of the namespace was seen with, in order, from a watch."""
+    core = client.CoreV1Api(kube_api)
+    listing = await core.list_namespaced_pod(namespace)
+    rv = listing.metadata.resource_version
+    started.set()
+    while True:
+        response = cast(aiohttp.ClientResponse, await core.list_namespaced_pod(
+            namespace, watch=True, resource_version=rv, allow_watch_bookmarks=True, timeout_seconds=300,
+            _preload_content=False,
+        ))
+        async with response:
+            while line := await response.content.readline():
+                event = json.loads(line)
+                obj = event["object"]
+                rv = obj["metadata"]["resourceVersion"]
+                node = (obj.get("spec") or {}).get("nodeName")
+                seen = bound.setdefault(obj["metadata"]["name"], [])
+                if node and (not seen or seen[-1] != node):
+                    seen.append(node)
+
+
+async def test_leader_failover_binds_every_pod_once(
+    control_plane: ControlPlane, core: client.CoreV1Api, kube_api: client.ApiClient, namespace: str,
+    nodes: str, tmp_path: Path,
+) -> None:
+    config_path = tmp_path / "config.yaml"
+    config_path.write_text(yaml.safe_dump(CONFIG_DOC))
+    lease = _name("lease")
+    lease_duration = 4.0
+    common = [
+        "--kubeconfig", str(control_plane.kubeconfig), "--config", str(config_path),
+        "--leader-elect", "--lease-name", lease, "--lease-namespace", namespace,
+        "--lease-duration", str(lease_duration), "--renew-deadline", "3", "--retry-period", "0.5",
+        "--shutdown-timeout", "5",
+    ]
+    procs = [
+        RunProcess(common, tmp_path / f"koordpy-{i}.log", free_port(), _name(f"e2e-koordpy-{i}"))
+        for i in range(2)
+    ]
+    bound: dict[str, list[str]] = {}
+    watching = asyncio.Event()
+    watcher = asyncio.create_task(_pod_binding_watch(kube_api, namespace, bound, watching))
+    coordination = client.CoordinationV1Api(kube_api)
+    try:
+        await asyncio.wait_for(watching.wait(), 30)
+
+        async def all_ready() -> bool:
+            for p in procs:
+                assert p.proc.poll() is None, f"koordpy exited early:\n{p.log()}"
+                if (await p.get("/readyz"))[0] != 200:
+                    return False
+            return True
+
+        await eventually(all_ready, timeout=60, what="both schedulers ready (the standby too)")
+
+        async def holder() -> str:
+            return (await coordination.read_namespaced_lease(lease, namespace)).spec.holder_identity or ""
+
+        leader_id = await eventually(holder, what="a leader")
+        leader = next(p for p in procs if p.identity == leader_id)
+        standby = next(p for p in procs if p is not leader)
+        assert "leader_election_master_status" in (await standby.get("/metrics"))[1]
+
+        first = await create_pods(core, namespace, nodes, 5, prefix="first")
+        await wait_running(core, namespace, first)
+
+        async def first_events() -> list[Any]:
+            found = await events_of(kube_api, namespace, "Scheduled")
+            return found if len(found) >= len(first) else []
+
+        scheduled = await eventually(first_events, what="Scheduled events of the first pods")
+        # the standby wrote nothing
+        assert {e.reporting_instance for e in scheduled} == {leader.identity}
+
+        leader.proc.send_signal(signal.SIGKILL)
+        killed_at = time.monotonic()
+        second = await create_pods(core, namespace, nodes, 5, prefix="second")
+
+        async def taken_over() -> bool:
+            return await holder() == standby.identity
+
+        await eventually(taken_over, timeout=lease_duration + 10, interval=0.1,
+                         what="the standby to take over")
+        takeover = time.monotonic() - killed_at
+        # lease duration, plus one retry period and the standby's first look at the record
+        assert takeover < lease_duration + 3.0, takeover
+        await wait_running(core, namespace, second, timeout=30)
+        assert standby.proc.poll() is None, standby.log()
+
+        status, text = await standby.get("/metrics")
+        assert status == 200
+        attempts = r'^scheduler_schedule_attempts_total\{profile="koord-scheduler",result="scheduled"\} '
+        assert re.search(attempts, text, re.M), text
+        assert re.search(r'^leader_election_master_status\{name="' + lease + r'"\} 1\.0$', text, re.M)
+
+        async def every_pod_once() -> bool:
+            counts = Counter(e.regarding.name for e in await events_of(kube_api, namespace, "Scheduled"))
+            return all(counts[n] == 1 for n in first + second) and all(bound.get(n) for n in first + second)
+
+        await eventually(every_pod_once, what="one Scheduled event per pod")
+        for name in first + second:
+            assert len(bound[name]) == 1, (name, bound[name])
+        by_instance = Counter(e.reporting_instance for e in await events_of(kube_api, namespace, "Scheduled"))
+        assert by_instance[standby.identity] >= len(second)
+
+        # SIGTERM: a clean exit that hands the lease back
+        standby.proc.send_signal(signal.SIGTERM)
+        code = await asyncio.to_thread(standby.proc.wait, 20)
+        assert code == 0, standby.log()
+        assert await holder() == "", "the lease was not released"
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await watcher
+        for p in procs:
+            p.close()
+
+
+def test_run_rejects_an_invalid_configuration(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({**CONFIG_DOC, "profiles": [{"schedulerName": SCHEDULER_NAME,
+                                                               "percentageOfNodesToScore": 300}]}))
+    result = subprocess.run(
+        [sys.executable, "-m", "koordpy.cli", "run", "--config", str(bad), "--kubeconfig", "/nonexistent"],
+        capture_output=True, text=True, cwd=REPO_ROOT, timeout=60, check=False,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "profiles[0].percentageOfNodesToScore" in result.stderr
