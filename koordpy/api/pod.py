@@ -384,6 +384,26 @@ _INVALID_DEFAULTS: dict[str, Any] = {
 }
 
 
+# Pods stamped from one template share their spec object: what is parsed from the spec (with the
+# namespace and labels it depends on) is reused while that very object is alive. The entry keeps a
+# reference to the spec, so its id cannot be recycled for another object while cached.
+_SPEC_CACHE: dict[tuple[int, str, frozenset[tuple[str, str]]], tuple[Any, dict[str, Any]]] = {}
+_SPEC_CACHE_LIMIT = 4096
+
+
+def _parse_spec_cached(obj: Mapping[str, Any], namespace: str, labels: dict[str, str]) -> dict[str, Any]:
+    spec = obj.get("spec")
+    key = (id(spec), namespace, frozenset(labels.items()))
+    hit = _SPEC_CACHE.get(key)
+    if hit is not None and hit[0] is spec:
+        return hit[1]
+    fields = _parse_spec(obj, namespace, labels)
+    if len(_SPEC_CACHE) >= _SPEC_CACHE_LIMIT:
+        _SPEC_CACHE.pop(next(iter(_SPEC_CACHE)))
+    _SPEC_CACHE[key] = (spec, fields)
+    return fields
+
+
 def parse_pod(obj: Mapping[str, Any], *, creation_ts: float | None = None, uid: str | None = None) -> Pod:
     meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
     assert isinstance(meta, Mapping)
@@ -402,7 +422,7 @@ def parse_pod(obj: Mapping[str, Any], *, creation_ts: float | None = None, uid: 
     fields = _INVALID_DEFAULTS
     if error is None:
         try:
-            fields = _parse_spec(obj, namespace, labels)
+            fields = _parse_spec_cached(obj, namespace, labels)
         except SpecError as err:
             error = err
         except (TypeError, AttributeError, ValueError, KeyError) as err:

@@ -120,12 +120,14 @@ class Snapshot:
     def __init__(self) -> None:
         self.capacity = _INITIAL_CAPACITY
         self.high_water = 0
+        # the [rows x resources] matrices are column-major: filters and scores read one resource
+        # across many nodes, and that must be a contiguous read
         self.resource_names: list[str] = [CPU, MEMORY, PODS]
         self.resource_col: dict[str, int] = {n: i for i, n in enumerate(self.resource_names)}
         r = len(self.resource_names)
-        self.allocatable = np.zeros((self.capacity, r), dtype=np.int64)
-        self.requested = np.zeros((self.capacity, r), dtype=np.int64)
-        self.nonzero_requested = np.zeros((self.capacity, 2), dtype=np.int64)
+        self.allocatable = np.zeros((self.capacity, r), dtype=np.int64, order="F")
+        self.requested = np.zeros((self.capacity, r), dtype=np.int64, order="F")
+        self.nonzero_requested = np.zeros((self.capacity, 2), dtype=np.int64, order="F")
         self.live = np.zeros(self.capacity, dtype=bool)
         self.infos: list[NodeInfo | None] = [None] * self.capacity
         self.row_of: dict[str, int] = {}
@@ -173,7 +175,7 @@ class Snapshot:
         new = self.capacity * 2
         for attr in ("allocatable", "requested", "nonzero_requested"):
             old = getattr(self, attr)
-            arr = np.zeros((new, old.shape[1]), dtype=old.dtype)
+            arr = np.zeros((new, old.shape[1]), dtype=old.dtype, order="F")
             arr[: self.capacity] = old
             setattr(self, attr, arr)
         live = np.zeros(new, dtype=bool)
@@ -198,7 +200,7 @@ class Snapshot:
         self.resource_col[name] = col
         for attr in ("allocatable", "requested"):
             old = getattr(self, attr)
-            arr = np.zeros((self.capacity, col + 1), dtype=np.int64)
+            arr = np.zeros((self.capacity, col + 1), dtype=np.int64, order="F")
             arr[:, :col] = old
             setattr(self, attr, arr)
         self._vec_cache.clear()

@@ -8,6 +8,7 @@ period), and advances the virtual clock straight to the next deadline whenever n
 from __future__ import annotations
 
 import copy
+import dataclasses
 import heapq
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -54,8 +55,11 @@ class MemoryCluster:
         self.scheduler.on_node_add(node)
 
     def add_pod(self, obj: Mapping[str, Any]) -> Pod:
-        raw = copy.deepcopy(dict(obj))
-        meta = raw.setdefault("metadata", {})
+        # copy the levels this world writes to in place; the spec is only ever replaced, never
+        # written into, so pods stamped from one template keep sharing it
+        raw = dict(obj)
+        raw["metadata"] = meta = dict(raw.get("metadata") or {})
+        raw["status"] = dict(raw.get("status") or {})
         meta.setdefault("namespace", "default")
         meta.setdefault("creationTimestamp", format_timestamp(self.clock.now()))
         raw.setdefault("status", {})
@@ -104,17 +108,24 @@ class MemoryCluster:
         if key in self.deleted or key not in self.pods:
             self.scheduler.binding_done(key, "pod not found")
             return
-        raw = copy.deepcopy(self.pods[key])
-        raw["spec"]["nodeName"] = b.node_name
+        old = self.pods[key]
+        raw = {**old, "spec": {**old["spec"], "nodeName": b.node_name}, "status": dict(old.get("status") or {})}
+        view = self.views[key]
+        annotations = view.annotations
         if b.annotations:
-            raw["metadata"].setdefault("annotations", {}).update(dict(b.annotations))
-        status = raw.setdefault("status", {})
+            annotations = {**view.annotations, **dict(b.annotations)}
+            raw["metadata"] = {**old["metadata"], "annotations": annotations}
+        status = raw["status"]
         status["phase"] = "Running"
         status.pop("nominatedNodeName", None)
         conditions = [c for c in status.get("conditions", []) if c.get("type") != "PodScheduled"]
         conditions.append({"type": "PodScheduled", "status": "True"})
         status["conditions"] = conditions
-        pod = self._replace(key, raw)
+        self.pods[key] = raw
+        # only these fields change: no need to parse the whole pod again
+        pod = dataclasses.replace(view, node_name=b.node_name, phase="Running", nominated_node_name="",
+                                  annotations=annotations, raw=raw)
+        self.views[key] = pod
         self.scheduler.binding_done(key)
         self.scheduler.on_pod_update(pod)
 

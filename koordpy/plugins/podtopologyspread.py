@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Literal
 
@@ -187,6 +187,15 @@ class SpreadPodMatcher(PodMatcher):
     """Pods a spread constraint counts: like PodMatcher, but terminating pods are left out, as
     kube-scheduler leaves them out of every spread count. A distinct class, so its per-row counter
     is never shared with a plain PodMatcher's."""
+
+    # matchers key per-cycle lookups: hash once, not on every lookup
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.selector, self.namespaces, self.namespace_selector)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     def matches(self, pod: Pod, ns_labels: Mapping[str, str]) -> bool:
         if pod.deletion_ts is not None:
@@ -373,7 +382,6 @@ class _RowSet:
 
 @dataclass(slots=True)
 class _PreScoreState:
-    pod: Pod
     constraints: tuple[_Constraint, ...]
     plan: _ScorePlan
     scores: _RowScores
@@ -703,7 +711,7 @@ class PodTopologySpread(Plugin):
         # without a zone still get hostname spreading
         require_all = bool(pod.spread_constraints) or not self.system_defaulted
         plan = self._score_plan(pod, cs, require_all)
-        state.write(_PRE_SCORE_KEY, _PreScoreState(pod, cs, plan, self._score_rows(cs, plan, rows)))
+        state.write(_PRE_SCORE_KEY, _PreScoreState(cs, plan, self._score_rows(cs, plan, rows)))
         return None
 
     def _row_set(self, cs: tuple[_Constraint, ...], plan: _ScorePlan, rows: np.ndarray) -> _RowSet:

@@ -32,6 +32,36 @@ PreEnqueue = Callable[[Pod], Status | None]
 GateObserver = Callable[[QueuedPodInfo, Status | None], None]
 
 
+class _Placement(dict[str, str]):
+    """pod key -> where it waits, with an index per place so that an event looks only at the pods
+    it can move (the pool and the gated ones), never at the whole queue."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.keys_in: dict[str, dict[str, None]] = {ACTIVE: {}, BACKOFF: {}, UNSCHEDULABLE: {}, GATED: {}}
+
+    def __setitem__(self, key: str, where: str) -> None:
+        old = super().get(key)
+        if old is not None:
+            del self.keys_in[old][key]
+        super().__setitem__(key, where)
+        self.keys_in[where][key] = None
+
+    def __delitem__(self, key: str) -> None:
+        old = super().pop(key)
+        del self.keys_in[old][key]
+
+    def pop(self, key: str, default: str | None = None) -> str | None:  # type: ignore[override]
+        if key in self:
+            old = super().pop(key)
+            del self.keys_in[old][key]
+            return old
+        return default
+
+    def keys_at(self, where: str) -> list[str]:
+        return list(self.keys_in[where])
+
+
 @dataclass(slots=True)
 class QueueSettings:
     initial_backoff: float = 1.0
@@ -58,7 +88,7 @@ class SchedulingQueue:
         self._seq = itertools.count()
         self._active: list[tuple[tuple[Any, ...], int, QueuedPodInfo]] = []
         self._backoff: list[tuple[float, int, QueuedPodInfo]] = []
-        self.where: dict[str, str] = {}
+        self.where = _Placement()
         self.infos: dict[str, QueuedPodInfo] = {}
         self._unschedulable_since: dict[str, float] = {}
         self.in_flight: set[str] = set()
@@ -70,10 +100,7 @@ class SchedulingQueue:
 
     # ----------------------------------------------------------------------------- counts
     def counts(self) -> dict[str, int]:
-        out = {ACTIVE: 0, BACKOFF: 0, UNSCHEDULABLE: 0, GATED: 0}
-        for where in self.where.values():
-            out[where] += 1
-        return out
+        return {where: len(keys) for where, keys in self.where.keys_in.items()}
 
     def __len__(self) -> int:
         return len(self.where)
@@ -232,24 +259,24 @@ class SchedulingQueue:
         """Move unschedulable pods that `event` could help, and re-check gated pods."""
         self._move_cycle = self._cycle
         moved = 0
-        for key, where in list(self.where.items()):
+        for key in self.where.keys_at(UNSCHEDULABLE):
             info = self.infos[key]
-            if where == UNSCHEDULABLE and self._helps(info, event):
+            if self._helps(info, event):
                 self._requeue_after_event(info)
                 moved += 1
-            elif where == GATED:
-                if not self._gate(info):
-                    self._requeue_after_event(info)
-                    moved += 1
+        for key in self.where.keys_at(GATED):
+            info = self.infos[key]
+            if not self._gate(info):
+                self._requeue_after_event(info)
+                moved += 1
         return moved
 
     def recheck_gated(self) -> None:
         """Time passed: PreEnqueue verdicts that depend on time (a group's backoff) may change."""
-        for key, where in list(self.where.items()):
-            if where == GATED:
-                info = self.infos[key]
-                if not self._gate(info):
-                    self._requeue_after_event(info)
+        for key in self.where.keys_at(GATED):
+            info = self.infos[key]
+            if not self._gate(info):
+                self._requeue_after_event(info)
 
     def take(self, key: str) -> QueuedPodInfo | None:
         """Pull a waiting pod out of the queue to schedule it now (a gang member of the pod being
@@ -307,4 +334,5 @@ class SchedulingQueue:
         return min(times) if times else None
 
     def pending(self, where: str | None = None) -> list[QueuedPodInfo]:
-        return [self.infos[k] for k, w in self.where.items() if where is None or w == where]
+        keys = list(self.where) if where is None else self.where.keys_at(where)
+        return [self.infos[k] for k in keys]

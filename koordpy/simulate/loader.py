@@ -485,6 +485,9 @@ def _stamp_pods(entry: _Entry) -> Iterator[dict[str, Any]]:
         "controller": True,
     }
     indexed = entry.kind == "Job" and spec.get("completionMode") == "Indexed"
+    # one spec object for every pod of the workload, as the pods of one template are identical
+    # there; nothing downstream writes into a pod's spec in place
+    shared_spec = copy.deepcopy(dict(pod_spec))
     for index in range(count):
         name = f"{entry.name}-{index}"
         pod_labels = dict(labels)
@@ -509,7 +512,7 @@ def _stamp_pods(entry: _Entry) -> Iterator[dict[str, Any]]:
                 "annotations": pod_annotations,
                 "ownerReferences": [dict(owner)],
             },
-            "spec": copy.deepcopy(dict(pod_spec)),
+            "spec": shared_spec,
         }
 
 

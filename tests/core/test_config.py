@@ -29,7 +29,9 @@ def test_default_configuration_has_two_profiles_with_every_plugin() -> None:
     s = Scheduler(parse_configuration(None), registry(), VirtualClock())
     assert list(s.profiles) == ["koord-scheduler", "default-scheduler"]
     for p in s.profiles.values():
-        assert set(p.plugins) == set(registry())
+        # the gang-aware queue sort takes PrioritySort's place; every other plugin runs
+        assert set(p.plugins) == set(registry()) - {"PrioritySort"}
+        assert p.resolved.points["queueSort"] == ["Coscheduling"]
 
 
 @pytest.mark.parametrize(

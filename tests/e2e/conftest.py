@@ -64,8 +64,11 @@ def _ensure_binaries(request: pytest.FixtureRequest) -> None:
     missing = missing_binaries()
     if shutil.which("go") is None:
         if not missing:
-            _shout(request.config, f"WARNING: control-plane binaries in {bin_dir()} are stale "
-                                   f"and there is no 'go' to rebuild them; using them anyway")
+            _shout(
+                request.config,
+                f"WARNING: control-plane binaries in {bin_dir()} are stale "
+                f"and there is no 'go' to rebuild them; using them anyway",
+            )
             return
         reason = (
             f"!!! E2E CONTROL PLANE UNAVAILABLE: binaries missing from {bin_dir()} "
@@ -77,8 +80,10 @@ def _ensure_binaries(request: pytest.FixtureRequest) -> None:
             pytest.fail(reason + " (CI=true: failing instead of skipping)", pytrace=False)
         pytest.skip(reason)
     capture = request.config.pluginmanager.getplugin("capturemanager")
-    _shout(request.config, f"Building the e2e control plane with {BUILD_SCRIPT} "
-                           "(a cold build takes 10-25 minutes) ...")
+    _shout(
+        request.config,
+        f"Building the e2e control plane with {BUILD_SCRIPT} (a cold build takes 10-25 minutes) ...",
+    )
     try:
         if capture is not None:
             with capture.global_and_fixture_disabled():

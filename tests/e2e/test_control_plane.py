@@ -16,6 +16,8 @@ from tests.support.controlplane import KWOK_NODE_ANNOTATION, KWOK_NODE_ANNOTATIO
 
 PODGROUP_GROUPS = ("scheduling.sigs.k8s.io", "scheduling.x-k8s.io")
 CNT_GROUP = "scheduling.koordinator.sh"
+# Custom resources take JSON merge patches (the client would pick JSON patch).
+MERGE_PATCH: dict[str, Any] = {"_content_type": "application/merge-patch+json"}
 
 
 def _name(prefix: str) -> str:
@@ -92,6 +94,7 @@ async def test_kwok_node_becomes_ready(kube_api: client.ApiClient) -> None:
     name = _name("kwok-node")
     await core.create_node(kwok_node(name))
     try:
+
         async def ready() -> client.V1Node | None:
             node = await core.read_node(name)
             return node if _node_ready(node) else None
@@ -209,25 +212,45 @@ def _podgroup(group: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
 async def test_podgroup_round_trip(kube_api: client.ApiClient, namespace: str, group: str) -> None:
     custom = client.CustomObjectsApi(kube_api)
     name = _name("pg")
-    spec = {"minMember": 3, "minResources": {"cpu": "3", "memory": "3Gi", "nvidia.com/gpu": 2},
-            "scheduleTimeoutSeconds": 30}
+    spec = {
+        "minMember": 3,
+        "minResources": {"cpu": "3", "memory": "3Gi", "nvidia.com/gpu": 2},
+        "scheduleTimeoutSeconds": 30,
+    }
     created = await custom.create_namespaced_custom_object(
         group, "v1alpha1", namespace, "podgroups", _podgroup(group, name, spec)
     )
     assert created["spec"] == spec
 
-    status = {"phase": "Scheduling", "scheduled": 1, "running": 0, "succeeded": 0, "failed": 0,
-              "occupiedBy": f"{namespace}/job", "scheduleStartTime": "2025-01-01T00:00:00Z"}
+    status = {
+        "phase": "Scheduling",
+        "scheduled": 1,
+        "running": 0,
+        "succeeded": 0,
+        "failed": 0,
+        "occupiedBy": f"{namespace}/job",
+        "scheduleStartTime": "2025-01-01T00:00:00Z",
+    }
     patched = await custom.patch_namespaced_custom_object_status(
-        group, "v1alpha1", namespace, "podgroups", name, {"status": status},
-        _content_type="application/merge-patch+json",
+        group,
+        "v1alpha1",
+        namespace,
+        "podgroups",
+        name,
+        {"status": status},
+        **MERGE_PATCH,
     )
     assert patched["status"] == status
 
     # The main resource ignores status; the status subresource ignores spec.
     patched = await custom.patch_namespaced_custom_object(
-        group, "v1alpha1", namespace, "podgroups", name, {"status": {"phase": "Failed"}},
-        _content_type="application/merge-patch+json",
+        group,
+        "v1alpha1",
+        namespace,
+        "podgroups",
+        name,
+        {"status": {"phase": "Failed"}},
+        **MERGE_PATCH,
     )
     assert patched["status"]["phase"] == "Scheduling"
 
@@ -262,13 +285,19 @@ async def test_min_member_zero(kube_api: client.ApiClient, namespace: str) -> No
     """Koordinator's group accepts minMember 0; scheduler-plugins' needs >= 1."""
     custom = client.CustomObjectsApi(kube_api)
     ok = await custom.create_namespaced_custom_object(
-        "scheduling.sigs.k8s.io", "v1alpha1", namespace, "podgroups",
+        "scheduling.sigs.k8s.io",
+        "v1alpha1",
+        namespace,
+        "podgroups",
         _podgroup("scheduling.sigs.k8s.io", _name("pg"), {"minMember": 0}),
     )
     assert ok["spec"]["minMember"] == 0
     with pytest.raises(ApiException) as err:
         await custom.create_namespaced_custom_object(
-            "scheduling.x-k8s.io", "v1alpha1", namespace, "podgroups",
+            "scheduling.x-k8s.io",
+            "v1alpha1",
+            namespace,
+            "podgroups",
             _podgroup("scheduling.x-k8s.io", _name("pg"), {"minMember": 0}),
         )
     assert err.value.status == 422
@@ -290,8 +319,13 @@ async def test_invalid_podgroup_status_rejected(
     )
     with pytest.raises(ApiException) as err:
         await custom.patch_namespaced_custom_object_status(
-            group, "v1alpha1", namespace, "podgroups", name, {"status": status},
-            _content_type="application/merge-patch+json",
+            group,
+            "v1alpha1",
+            namespace,
+            "podgroups",
+            name,
+            {"status": status},
+            **MERGE_PATCH,
         )
     assert err.value.status == 422, err.value.body
 
@@ -308,42 +342,80 @@ def _cnt(name: str, layers: list[dict[str, Any]]) -> dict[str, Any]:
 async def test_cluster_network_topology_round_trip(kube_api: client.ApiClient) -> None:
     custom = client.CustomObjectsApi(kube_api)
     name = _name("cnt")
-    layers = [
+    layers: list[dict[str, Any]] = [
         {"topologyLayer": "SpineLayer", "labelKey": ["network.topology.koordinator.sh/spine"]},
-        {"topologyLayer": "BlockLayer", "parentTopologyLayer": "SpineLayer",
-         "labelKey": ["network.topology.koordinator.sh/block"]},
+        {
+            "topologyLayer": "BlockLayer",
+            "parentTopologyLayer": "SpineLayer",
+            "labelKey": ["network.topology.koordinator.sh/block"],
+        },
         {"topologyLayer": "NodeTopologyLayer", "parentTopologyLayer": "BlockLayer"},
     ]
-    created = await custom.create_cluster_custom_object(CNT_GROUP, "v1alpha1", "clusternetworktopologies",
-                                                        _cnt(name, layers))
+    created = await custom.create_cluster_custom_object(
+        CNT_GROUP, "v1alpha1", "clusternetworktopologies", _cnt(name, layers)
+    )
     try:
         assert created["spec"]["networkTopologySpec"] == layers
         assert "namespace" not in created["metadata"]
         status = {
             "detailStatus": [
-                {"topologyInfo": {"topologyLayer": "SpineLayer", "topologyName": "s1"},
-                 "childTopologyLayer": "BlockLayer", "childTopologyNames": ["b1", "b2"], "nodeNum": 4},
-                {"topologyInfo": {"topologyLayer": "BlockLayer", "topologyName": "b1"},
-                 "parentTopologyInfo": {"topologyLayer": "SpineLayer", "topologyName": "s1"},
-                 "childTopologyLayer": "NodeTopologyLayer", "childTopologyNames": ["n1", "n2"], "nodeNum": 2},
+                {
+                    "topologyInfo": {"topologyLayer": "SpineLayer", "topologyName": "s1"},
+                    "childTopologyLayer": "BlockLayer",
+                    "childTopologyNames": ["b1", "b2"],
+                    "nodeNum": 4,
+                },
+                {
+                    "topologyInfo": {"topologyLayer": "BlockLayer", "topologyName": "b1"},
+                    "parentTopologyInfo": {"topologyLayer": "SpineLayer", "topologyName": "s1"},
+                    "childTopologyLayer": "NodeTopologyLayer",
+                    "childTopologyNames": ["n1", "n2"],
+                    "nodeNum": 2,
+                },
             ],
-            "conditions": [{"type": "Valid", "status": "True", "reason": "Computed", "message": "",
-                            "lastTransitionTime": "2025-01-01T00:00:00Z"}],
+            "conditions": [
+                {
+                    "type": "Valid",
+                    "status": "True",
+                    "reason": "Computed",
+                    "message": "",
+                    "lastTransitionTime": "2025-01-01T00:00:00Z",
+                }
+            ],
             "message": "",
         }
         patched = await custom.patch_cluster_custom_object_status(
-            CNT_GROUP, "v1alpha1", "clusternetworktopologies", name, {"status": status},
-            _content_type="application/merge-patch+json",
+            CNT_GROUP,
+            "v1alpha1",
+            "clusternetworktopologies",
+            name,
+            {"status": status},
+            **MERGE_PATCH,
         )
         assert patched["status"] == status
 
-        for bad in ({"detailStatus": [{"nodeNum": -1}]},
-                    {"conditions": [{"type": "Valid", "status": "Maybe", "reason": "X", "message": "",
-                                     "lastTransitionTime": "2025-01-01T00:00:00Z"}]}):
+        for bad in (
+            {"detailStatus": [{"nodeNum": -1}]},
+            {
+                "conditions": [
+                    {
+                        "type": "Valid",
+                        "status": "Maybe",
+                        "reason": "X",
+                        "message": "",
+                        "lastTransitionTime": "2025-01-01T00:00:00Z",
+                    }
+                ]
+            },
+        ):
             with pytest.raises(ApiException) as err:
                 await custom.patch_cluster_custom_object_status(
-                    CNT_GROUP, "v1alpha1", "clusternetworktopologies", name, {"status": bad},
-                    _content_type="application/merge-patch+json",
+                    CNT_GROUP,
+                    "v1alpha1",
+                    "clusternetworktopologies",
+                    name,
+                    {"status": bad},
+                    **MERGE_PATCH,
                 )
             assert err.value.status == 422, err.value.body
     finally:
@@ -352,7 +424,11 @@ async def test_cluster_network_topology_round_trip(kube_api: client.ApiClient) -
 
 @pytest.mark.parametrize(
     "layers",
-    [[{"topologyLayer": ""}], [{"parentTopologyLayer": "SpineLayer"}], [{"topologyLayer": "A", "labelKey": "k"}]],
+    [
+        [{"topologyLayer": ""}],
+        [{"parentTopologyLayer": "SpineLayer"}],
+        [{"topologyLayer": "A", "labelKey": "k"}],
+    ],
     ids=["empty-layer", "missing-layer", "labelKey-not-list"],
 )
 async def test_invalid_cluster_network_topology_rejected(

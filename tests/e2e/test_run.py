@@ -90,11 +90,13 @@ def pod_manifest(name: str, nodes_label: str, cpu: str = "100m") -> client.V1Pod
             scheduler_name=SCHEDULER_NAME,
             node_selector={NODE_LABEL: nodes_label},
             termination_grace_period_seconds=0,
-            containers=[client.V1Container(
-                name="main",
-                image="registry.k8s.io/pause:3.10",
-                resources=client.V1ResourceRequirements(requests={"cpu": cpu, "memory": "64Mi"}),
-            )],
+            containers=[
+                client.V1Container(
+                    name="main",
+                    image="registry.k8s.io/pause:3.10",
+                    resources=client.V1ResourceRequirements(requests={"cpu": cpu, "memory": "64Mi"}),
+                )
+            ],
         ),
     )
 
@@ -113,14 +115,16 @@ async def nodes(control_plane: ControlPlane) -> AsyncIterator[str]:
         core = client.CoreV1Api(api)
         resources = {"cpu": "8", "memory": "32Gi", "pods": "110"}
         for name in names:
-            await core.create_node(client.V1Node(
-                metadata=client.V1ObjectMeta(
-                    name=name,
-                    annotations={KWOK_NODE_ANNOTATION: KWOK_NODE_ANNOTATION_VALUE},
-                    labels={NODE_LABEL: label, "kubernetes.io/hostname": name, "type": "kwok"},
-                ),
-                status=client.V1NodeStatus(capacity=resources, allocatable=dict(resources)),
-            ))
+            await core.create_node(
+                client.V1Node(
+                    metadata=client.V1ObjectMeta(
+                        name=name,
+                        annotations={KWOK_NODE_ANNOTATION: KWOK_NODE_ANNOTATION_VALUE},
+                        labels={NODE_LABEL: label, "kubernetes.io/hostname": name, "type": "kwok"},
+                    ),
+                    status=client.V1NodeStatus(capacity=resources, allocatable=dict(resources)),
+                )
+            )
 
         async def all_ready() -> bool:
             for name in names:
@@ -177,8 +181,9 @@ async def world(control_plane: ControlPlane, nodes: str) -> AsyncIterator[KubeWo
 
 
 # ---------------------------------------------------------------------------------------------- helpers
-async def create_pods(core: client.CoreV1Api, namespace: str, label: str, count: int, prefix: str = "p",
-                      cpu: str = "100m") -> list[str]:
+async def create_pods(
+    core: client.CoreV1Api, namespace: str, label: str, count: int, prefix: str = "p", cpu: str = "100m"
+) -> list[str]:
     names = [f"{prefix}-{i}-{uuid.uuid4().hex[:5]}" for i in range(count)]
     for name in names:
         await core.create_namespaced_pod(namespace, pod_manifest(name, label, cpu=cpu))
@@ -190,9 +195,7 @@ async def wait_running(
 ) -> None:
     async def all_running() -> bool:
         pods = {p.metadata.name: p for p in (await core.list_namespaced_pod(namespace)).items}
-        return all(
-            n in pods and pods[n].spec.node_name and pods[n].status.phase == "Running" for n in names
-        )
+        return all(n in pods and pods[n].spec.node_name and pods[n].status.phase == "Running" for n in names)
 
     await eventually(all_running, timeout=timeout, what=f"{len(names)} pods bound and Running")
 
@@ -237,8 +240,11 @@ async def test_pods_are_bound_and_run(
         assert e.reporting_controller == "koordpy"
         assert e.reporting_instance == world.identity
         assert e.type == "Normal"
-        assert e.note == f"Successfully assigned {namespace}/{e.regarding.name} to " + (
-            await core.read_namespaced_pod(e.regarding.name, namespace)).spec.node_name
+        assert (
+            e.note
+            == f"Successfully assigned {namespace}/{e.regarding.name} to "
+            + (await core.read_namespaced_pod(e.regarding.name, namespace)).spec.node_name
+        )
     await settle(world)
     assert not assumed(world)
 
@@ -290,6 +296,7 @@ async def test_pod_deleted_while_binding_leaves_nothing_assumed(
         assumed_when_binding.append(world.scheduler.cache.is_assumed(key))
         await core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
         if wait_for_delete_event:
+
             async def gone() -> bool:
                 return key not in world.informers[PODS].store
 
@@ -325,8 +332,12 @@ async def test_pod_deleted_while_binding_leaves_nothing_assumed(
 
 
 async def test_apiserver_restart_is_survived(
-    world: KubeWorld, control_plane: ControlPlane, core: client.CoreV1Api, kube_api: client.ApiClient,
-    namespace: str, nodes: str,
+    world: KubeWorld,
+    control_plane: ControlPlane,
+    core: client.CoreV1Api,
+    kube_api: client.ApiClient,
+    namespace: str,
+    nodes: str,
 ) -> None:
     before = await create_pods(core, namespace, nodes, 3, prefix="before")
     await wait_running(core, namespace, before)
@@ -358,8 +369,9 @@ async def test_apiserver_restart_is_survived(
 async def test_metrics_health_and_readiness(
     world: KubeWorld, core: client.CoreV1Api, namespace: str, nodes: str
 ) -> None:
-    server = HealthServer(world.metrics, lambda: (world.synced(), "not synced"), lambda: (True, ""),
-                          host="127.0.0.1", port=0)
+    server = HealthServer(
+        world.metrics, lambda: (world.synced(), "not synced"), lambda: (True, ""), host="127.0.0.1", port=0
+    )
     await server.start()
     try:
         names = await create_pods(core, namespace, nodes, 2)
@@ -376,7 +388,8 @@ async def test_metrics_health_and_readiness(
                 text = await r.text()
         match = re.search(
             r'^scheduler_schedule_attempts_total\{profile="koord-scheduler",result="scheduled"\} (\S+)$',
-            text, re.M,
+            text,
+            re.M,
         )
         assert match and float(match.group(1)) >= 2, text
         assert re.search(r'^scheduler_pending_pods\{queue="active"\} ', text, re.M)
@@ -397,15 +410,31 @@ class RunProcess:
         self._log = open(log_path, "wb")  # noqa: SIM115 - closed in close()
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "koordpy.cli", "run", *args, "--metrics-port", str(port),
-             "--bind-address", "127.0.0.1", "--identity", identity],
-            stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=REPO_ROOT, env=env,
+            [
+                sys.executable,
+                "-m",
+                "koordpy.cli",
+                "run",
+                *args,
+                "--metrics-port",
+                str(port),
+                "--bind-address",
+                "127.0.0.1",
+                "--identity",
+                identity,
+            ],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=REPO_ROOT,
+            env=env,
         )
 
     async def get(self, path: str) -> tuple[int, str]:
-        async with aiohttp.ClientSession() as http, http.get(
-            f"http://127.0.0.1:{self.port}{path}", timeout=aiohttp.ClientTimeout(total=5)
-        ) as r:
+        async with (
+            aiohttp.ClientSession() as http,
+            http.get(f"http://127.0.0.1:{self.port}{path}", timeout=aiohttp.ClientTimeout(total=5)) as r,
+        ):
             return r.status, await r.text()
 
     def log(self) -> str:
@@ -418,18 +447,26 @@ class RunProcess:
         self._log.close()
 
 
-async def _pod_binding_watch(kube_api: client.ApiClient, namespace: str, bound: dict[str, list[str]],
-                             started: asyncio.Event) -> None:
+async def _pod_binding_watch(
+    kube_api: client.ApiClient, namespace: str, bound: dict[str, list[str]], started: asyncio.Event
+) -> None:
     """Every nodeName each pod of the namespace was seen with, in order, from a watch."""
     core = client.CoreV1Api(kube_api)
     listing = await core.list_namespaced_pod(namespace)
     rv = listing.metadata.resource_version
     started.set()
     while True:
-        response = cast(aiohttp.ClientResponse, await core.list_namespaced_pod(
-            namespace, watch=True, resource_version=rv, allow_watch_bookmarks=True, timeout_seconds=300,
-            _preload_content=False,
-        ))
+        response = cast(
+            aiohttp.ClientResponse,
+            await core.list_namespaced_pod(
+                namespace,
+                watch=True,
+                resource_version=rv,
+                allow_watch_bookmarks=True,
+                timeout_seconds=300,
+                _preload_content=False,
+            ),
+        )
         async with response:
             while line := await response.content.readline():
                 event = json.loads(line)
@@ -442,18 +479,35 @@ async def _pod_binding_watch(kube_api: client.ApiClient, namespace: str, bound: 
 
 
 async def test_leader_failover_binds_every_pod_once(
-    control_plane: ControlPlane, core: client.CoreV1Api, kube_api: client.ApiClient, namespace: str,
-    nodes: str, tmp_path: Path,
+    control_plane: ControlPlane,
+    core: client.CoreV1Api,
+    kube_api: client.ApiClient,
+    namespace: str,
+    nodes: str,
+    tmp_path: Path,
 ) -> None:
     config_path = tmp_path / "config.yaml"
     config_path.write_text(yaml.safe_dump(CONFIG_DOC))
     lease = _name("lease")
     lease_duration = 4.0
     common = [
-        "--kubeconfig", str(control_plane.kubeconfig), "--config", str(config_path),
-        "--leader-elect", "--lease-name", lease, "--lease-namespace", namespace,
-        "--lease-duration", str(lease_duration), "--renew-deadline", "3", "--retry-period", "0.5",
-        "--shutdown-timeout", "5",
+        "--kubeconfig",
+        str(control_plane.kubeconfig),
+        "--config",
+        str(config_path),
+        "--leader-elect",
+        "--lease-name",
+        lease,
+        "--lease-namespace",
+        namespace,
+        "--lease-duration",
+        str(lease_duration),
+        "--renew-deadline",
+        "3",
+        "--retry-period",
+        "0.5",
+        "--shutdown-timeout",
+        "5",
     ]
     procs = [
         RunProcess(common, tmp_path / f"koordpy-{i}.log", free_port(), _name(f"e2e-koordpy-{i}"))
@@ -501,8 +555,9 @@ async def test_leader_failover_binds_every_pod_once(
         async def taken_over() -> bool:
             return await holder() == standby.identity
 
-        await eventually(taken_over, timeout=lease_duration + 10, interval=0.1,
-                         what="the standby to take over")
+        await eventually(
+            taken_over, timeout=lease_duration + 10, interval=0.1, what="the standby to take over"
+        )
         takeover = time.monotonic() - killed_at
         # lease duration, plus one retry period and the standby's first look at the record
         assert takeover < lease_duration + 3.0, takeover
@@ -540,11 +595,18 @@ async def test_leader_failover_binds_every_pod_once(
 
 def test_run_rejects_an_invalid_configuration(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
-    bad.write_text(yaml.safe_dump({**CONFIG_DOC, "profiles": [{"schedulerName": SCHEDULER_NAME,
-                                                               "percentageOfNodesToScore": 300}]}))
+    bad.write_text(
+        yaml.safe_dump(
+            {**CONFIG_DOC, "profiles": [{"schedulerName": SCHEDULER_NAME, "percentageOfNodesToScore": 300}]}
+        )
+    )
     result = subprocess.run(
         [sys.executable, "-m", "koordpy.cli", "run", "--config", str(bad), "--kubeconfig", "/nonexistent"],
-        capture_output=True, text=True, cwd=REPO_ROOT, timeout=60, check=False,
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        timeout=60,
+        check=False,
     )
     assert result.returncode == 2, result.stderr
     assert "profiles[0].percentageOfNodesToScore" in result.stderr

@@ -427,6 +427,16 @@ def test_scores(nodes: list[dict[str, Any]], pods: list[dict[str, Any]], pod: Po
     assert harness(nodes, pods, args=args).plugin_scores(NAME, pod) == want
 
 
+def test_scores_of_a_subset_of_nodes() -> None:
+    # only a1, b1, b2 are scored (the rest filtered out): hostname weight ln(3+2) = 1.6094, zone
+    # domains a, b: ln(4) = 1.3863, zone counts over every node (a 3, b 1).
+    # a1 (2*1.6094+1)+(3*1.3863) = 8.38 -> 8; b1 (1.6094+1)+1.3863 = 4.00 -> 4; b2 1+1.3863 -> 2;
+    # normalized 100*(8+2-s)/8
+    pod = incoming([spread(key=HOST, max_skew=2, when="ScheduleAnyway"), spread(when="ScheduleAnyway")])
+    scores = harness(FOUR, SCORE_PODS).plugin_scores(NAME, pod, ["a1", "b1", "b2"])
+    assert scores == {"a1": 25, "b1": 75, "b2": 100}
+
+
 def test_only_hard_constraints_skip_score() -> None:
     h = harness(FOUR, SCORE_PODS)
     assert h.plugin_scores(NAME, incoming([spread()])) == {}

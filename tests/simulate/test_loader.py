@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from koordpy.api.node import Node
 import yaml
 
 from koordpy.simulate.loader import Scenario, ScenarioError, Source, load_scenario
@@ -265,10 +267,16 @@ def test_workload_stamps_pods(
         assert stamped["spec"]["schedulerName"] == "default-scheduler"
 
 
-def test_stamped_pods_do_not_share_their_spec(tmp_path: Path) -> None:
-    a, b = load(tmp_path, workload("ReplicaSet", "rs", replicas=2)).pods
-    a["spec"]["containers"][0]["image"] = "changed"
-    assert b["spec"]["containers"][0]["image"] == "busybox"
+def test_binding_one_stamped_pod_leaves_its_siblings_unbound(tmp_path: Path) -> None:
+    from koordpy.config.models import default_configuration
+    from koordpy.simulate.runner import simulate
+    from tests.builders import node_dict
+
+    scenario = load(tmp_path, workload("ReplicaSet", "rs", replicas=2))
+    scenario.nodes.append(Node.from_dict(node_dict("only", cpu="1", pods=1)))
+    report = simulate(scenario, default_configuration())
+    assert sorted(p.phase for p in report.pods) == ["Bound", "Pending"]
+    assert all("nodeName" not in p["spec"] for p in scenario.pods)
 
 
 def test_workload_uid_is_used_when_given(tmp_path: Path) -> None:

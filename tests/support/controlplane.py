@@ -106,9 +106,7 @@ def build_binaries(*, stream: Any = None) -> None:
         stream.flush()
         tail = [*tail[-40:], line]
     if proc.wait() != 0:
-        raise ControlPlaneError(
-            f"{BUILD_SCRIPT} failed with exit code {proc.returncode}:\n{''.join(tail)}"
-        )
+        raise ControlPlaneError(f"{BUILD_SCRIPT} failed with exit code {proc.returncode}:\n{''.join(tail)}")
 
 
 # --------------------------------------------------------------------------
@@ -124,9 +122,7 @@ def free_port() -> int:
 
 
 def _openssl(*args: str, cwd: Path) -> None:
-    result = subprocess.run(
-        ["openssl", *args], cwd=cwd, capture_output=True, text=True, check=False
-    )
+    result = subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, text=True, check=False)
     if result.returncode != 0:
         raise ControlPlaneError(f"openssl {' '.join(args)} failed:\n{result.stderr}")
 
@@ -187,22 +183,57 @@ def generate_pki(directory: Path) -> Pki:
     d = directory
     days = "3650"
     _openssl(
-        "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt",
-        "-days", days, "-subj", "/CN=koordpy-test-ca",
-        "-addext", "basicConstraints=critical,CA:TRUE",
-        "-addext", "keyUsage=critical,keyCertSign,cRLSign,digitalSignature",
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.crt",
+        "-days",
+        days,
+        "-subj",
+        "/CN=koordpy-test-ca",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign,digitalSignature",
         cwd=d,
     )
 
     def leaf(name: str, subject: str, extensions: str) -> None:
         (d / f"{name}.ext").write_text(extensions)
         _openssl(
-            "req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr",
-            "-subj", subject, cwd=d,
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            f"{name}.key",
+            "-out",
+            f"{name}.csr",
+            "-subj",
+            subject,
+            cwd=d,
         )
         _openssl(
-            "x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
-            "-CAcreateserial", "-out", f"{name}.crt", "-days", days, "-extfile", f"{name}.ext",
+            "x509",
+            "-req",
+            "-in",
+            f"{name}.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            f"{name}.crt",
+            "-days",
+            days,
+            "-extfile",
+            f"{name}.ext",
             cwd=d,
         )
 
@@ -413,8 +444,7 @@ class ControlPlane:
             missing = []
         if missing:
             raise ControlPlaneError(
-                f"missing control-plane binaries in {self.bin_dir}: {', '.join(missing)} "
-                f"(run {BUILD_SCRIPT})"
+                f"missing control-plane binaries in {self.bin_dir}: {', '.join(missing)} (run {BUILD_SCRIPT})"
             )
         if self.workdir is not None:
             raise ControlPlaneError("control plane already started")
@@ -429,8 +459,12 @@ class ControlPlane:
             self.apiserver_port = free_port()
             self.kubeconfig = self.workdir / "admin.kubeconfig"
             write_kubeconfig(
-                self.kubeconfig, server=self.server, ca=self.pki.ca_crt,
-                cert=self.pki.admin_crt, key=self.pki.admin_key, user="koordpy-test-admin",
+                self.kubeconfig,
+                server=self.server,
+                ca=self.pki.ca_crt,
+                cert=self.pki.admin_crt,
+                key=self.pki.admin_key,
+                user="koordpy-test-admin",
             )
             self._start_apiserver()
             if self.with_kwok:
@@ -552,8 +586,12 @@ class ControlPlane:
         assert self.workdir is not None and self.pki is not None
         self.kwok_kubeconfig = self.workdir / "kwok.kubeconfig"
         write_kubeconfig(
-            self.kwok_kubeconfig, server=self.server, ca=self.pki.ca_crt,
-            cert=self.pki.kwok_crt, key=self.pki.kwok_key, user="kwok-controller",
+            self.kwok_kubeconfig,
+            server=self.server,
+            ca=self.pki.ca_crt,
+            cert=self.pki.kwok_crt,
+            key=self.pki.kwok_key,
+            user="kwok-controller",
         )
         # An empty configuration file keeps KWOK from reading ~/.kwok/kwok.yaml.
         kwok_config = self.workdir / "kwok.yaml"
@@ -620,7 +658,12 @@ class ControlPlane:
         return ctx
 
     def request(
-        self, method: str, path: str, body: Any = None, *, timeout: float = 10.0,
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        timeout: float = 10.0,
         content_type: str = "application/json",
     ) -> tuple[int, bytes]:
         """A raw HTTPS request to the apiserver as the admin user.
@@ -666,11 +709,12 @@ class ControlPlane:
                 status, current = self.request("GET", f"{base}/{name}")
                 if status != 200:
                     raise ControlPlaneError(f"GET CRD {name}: {status} {current!r}")
-                crd = {**crd, "metadata": {**crd["metadata"],
-                                           "resourceVersion": json.loads(current)["metadata"]["resourceVersion"]}}
+                version = json.loads(current)["metadata"]["resourceVersion"]
+                crd = {**crd, "metadata": {**crd["metadata"], "resourceVersion": version}}
                 status, body = self.request("PUT", f"{base}/{name}", crd)
             if status not in (200, 201):
-                raise ControlPlaneError(f"applying CRD {name} failed: HTTP {status}: {body.decode(errors='replace')}")
+                text = body.decode(errors="replace")
+                raise ControlPlaneError(f"applying CRD {name} failed: HTTP {status}: {text}")
 
         deadline = time.monotonic() + timeout
         for crd in crds:
