@@ -139,7 +139,6 @@ class Scheduler:
             handle = Handle(clock, self.cache.snapshot, self.cache, self.nominator, self.waiting, self.outbox)
             handle.services = self.services
             profile = Profile(pc, registry, handle, i, config.percentageOfNodesToScore)
-            profile.observe = self._observe_plugin
             self.profiles[profile.name] = profile
             self.queues[profile.name] = SchedulingQueue(
                 profile.queue_sort.sort_key,  # type: ignore[attr-defined]
@@ -157,7 +156,7 @@ class Scheduler:
         self._next_start = 0
         self._waiting_info: dict[str, tuple[QueuedPodInfo, Profile]] = {}
         self.bindings: dict[str, Binding] = {}
-        self.observe_plugins = False
+        self._observe_plugins = False
 
     def _gate_observer(self, profile: str) -> Callable[[QueuedPodInfo, Status | None], None]:
         def on_gate(info: QueuedPodInfo, st: Status | None) -> None:
@@ -172,9 +171,16 @@ class Scheduler:
 
         return on_gate
 
-    def _observe_plugin(self, point: str, plugin: str, status: str, seconds: float) -> None:
-        if self.observe_plugins:
-            self.observer.extension_point(point, plugin, status, seconds)
+    @property
+    def observe_plugins(self) -> bool:
+        return self._observe_plugins
+
+    @observe_plugins.setter
+    def observe_plugins(self, on: bool) -> None:
+        """Time every plugin call (for metrics); off by default, as the timing itself costs."""
+        self._observe_plugins = on
+        for profile in self.profiles.values():
+            profile.observe = self.observer.extension_point if on else None
 
     # ============================================================================ events in
     def _broadcast(self, event: ClusterEvent) -> None:
@@ -452,14 +458,15 @@ class Scheduler:
 
     def _sample(self, feasible: np.ndarray, all_rows: np.ndarray, to_find: int) -> np.ndarray:
         """The first `to_find` feasible nodes in node order starting where the last search
-        stopped, as kube-scheduler's search does; the start then moves past the last one taken."""
-        n = all_rows.size
-        start = self._next_start % n
-        pos = np.searchsorted(all_rows, feasible)
-        rotated = (pos - start) % n
-        order = np.argsort(rotated, kind="stable")[:to_find]
-        chosen = feasible[order]
-        self._next_start = (start + int(rotated[order[-1]]) + 1) % n
+        stopped, as kube-scheduler's search does; the start then moves past the last one taken.
+        `feasible` is in row order, so the rotation is one split."""
+        start = self._next_start
+        split = int(np.searchsorted(feasible, start))
+        if split == 0:
+            chosen = feasible[:to_find]
+        else:
+            chosen = np.concatenate((feasible[split:split + to_find], feasible[: max(0, to_find - (feasible.size - split))]))
+        self._next_start = int(chosen[-1]) + 1
         return chosen
 
     # ============================================================================ failure

@@ -69,6 +69,8 @@ class OwnerRef:
 class Pod:
     namespace: str
     name: str
+    # namespace/name, stored: it keys every map the scheduler keeps
+    key: str
     uid: str
     labels: Mapping[str, str]
     annotations: Mapping[str, str]
@@ -105,10 +107,6 @@ class Pod:
     raw: Mapping[str, Any] = field(repr=False)
 
     @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-    @property
     def has_pod_affinity(self) -> bool:
         return bool(
             self.required_affinity
@@ -127,6 +125,14 @@ class Pod:
             if owner.controller:
                 return owner
         return None
+
+    def with_changes(self, **changes: Any) -> Pod:
+        """A copy with some fields replaced; for the few fields a binding or a status write
+        changes (nodeName, phase, annotations, raw), without parsing the object again."""
+        new = object.__new__(Pod)
+        for name in Pod.__slots__:  # type: ignore[attr-defined]
+            object.__setattr__(new, name, changes[name] if name in changes else getattr(self, name))
+        return new
 
     def __hash__(self) -> int:
         return hash(self.uid)
@@ -443,6 +449,7 @@ def parse_pod(obj: Mapping[str, Any], *, creation_ts: float | None = None, uid: 
     return Pod(
         namespace=namespace,
         name=name,
+        key=f"{namespace}/{name}",
         uid=uid or str(meta.get("uid") or f"{namespace}/{name}"),
         labels=labels,
         annotations=annotations,

@@ -8,7 +8,6 @@ period), and advances the virtual clock straight to the next deadline whenever n
 from __future__ import annotations
 
 import copy
-import dataclasses
 import heapq
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -123,8 +122,8 @@ class MemoryCluster:
         status["conditions"] = conditions
         self.pods[key] = raw
         # only these fields change: no need to parse the whole pod again
-        pod = dataclasses.replace(view, node_name=b.node_name, phase="Running", nominated_node_name="",
-                                  annotations=annotations, raw=raw)
+        pod = view.with_changes(node_name=b.node_name, phase="Running", nominated_node_name="",
+                                annotations=annotations, raw=raw)
         self.views[key] = pod
         self.scheduler.binding_done(key)
         self.scheduler.on_pod_update(pod)

@@ -16,6 +16,7 @@ NO_NODE_AVAILABLE = "0/{} nodes are available"
 class Diagnosis:
     __slots__ = (
         "_chunks",
+        "_pending",
         "_single",
         "post_filter_msg",
         "pre_filter_msg",
@@ -25,6 +26,7 @@ class Diagnosis:
 
     def __init__(self) -> None:
         self._chunks: list[tuple[np.ndarray, FilterResult]] = []
+        self._pending: list[tuple[np.ndarray, FilterResult, str]] = []
         self._single: dict[int, Status] = {}
         self.unschedulable_plugins: set[str] = set()
         self.pre_filter_msg = ""
@@ -33,16 +35,22 @@ class Diagnosis:
         self.post_filter_msg = ""
 
     def record(self, rows: np.ndarray, result: FilterResult, plugin: str) -> None:
-        """`rows` and `result` aligned; only failed entries are kept."""
-        failed = ~result.passed
-        if not failed.any():
-            return
-        reason_of = None if result.reason_of is None else result.reason_of[failed]
-        statuses = [s.with_plugin(plugin) for s in result.statuses]
-        self._chunks.append(
-            (rows[failed], FilterResult(np.zeros(int(failed.sum()), dtype=bool), statuses, reason_of))
-        )
+        """`rows` and `result` aligned. Recording is on every filter's path, so it only keeps the
+        references; the failed entries are picked out when asked (a pod that fits never asks)."""
+        self._pending.append((rows, result, plugin))
         self.unschedulable_plugins.add(plugin)
+
+    def _settle(self) -> None:
+        for rows, result, plugin in self._pending:
+            failed = ~result.passed
+            if not failed.any():
+                continue
+            reason_of = None if result.reason_of is None else result.reason_of[failed]
+            statuses = [s.with_plugin(plugin) for s in result.statuses]
+            self._chunks.append(
+                (rows[failed], FilterResult(np.zeros(int(failed.sum()), dtype=bool), statuses, reason_of))
+            )
+        self._pending.clear()
 
     def record_node(self, row: int, status: Status) -> None:
         self._single[row] = status
@@ -50,6 +58,7 @@ class Diagnosis:
             self.unschedulable_plugins.add(status.plugin)
 
     def statuses_by_row(self) -> dict[int, Status]:
+        self._settle()
         out: dict[int, Status] = {}
         for rows, result in self._chunks:
             for i, row in enumerate(rows.tolist()):
@@ -59,6 +68,7 @@ class Diagnosis:
 
     def code_by_row(self, capacity: int) -> np.ndarray:
         """int8 per row: the status code recorded for it (0 when none)."""
+        self._settle()
         codes = np.zeros(capacity, dtype=np.int8)
         for rows, result in self._chunks:
             table = np.array([int(s.code) for s in result.statuses], dtype=np.int8)
@@ -68,6 +78,7 @@ class Diagnosis:
         return codes
 
     def reason_histogram(self) -> Counter[str]:
+        self._settle()
         hist: Counter[str] = Counter()
         for rows, result in self._chunks:
             if result.reason_of is None:
@@ -92,6 +103,7 @@ class Diagnosis:
         return +hist
 
     def has_failures(self) -> bool:
+        self._settle()
         return bool(self._chunks or self._single)
 
 
