@@ -409,10 +409,7 @@ class Scheduler:
         message = from_batcher.batch_end(info.pod, result, self.cache.snapshot.node_count)  # type: ignore[attr-defined]
         self._resolve_waiting()
         if message:
-            for member in from_batcher.batch_members(info.pod) or ():  # type: ignore[attr-defined]
-                if member.key in self.pods and not self.cache.is_assumed(member.key):
-                    self.outcomes[member.key] = PodOutcome(REASON_UNSCHEDULABLE, message)
-                    self.outbox.append(PodUnschedulable(member, REASON_UNSCHEDULABLE, message, profile.name))
+            self._stamp_group(profile, info.pod, message)
 
     def _find_node(
         self, profile: Profile, state: CycleState, pod: Pod, diagnosis: Diagnosis
@@ -555,9 +552,11 @@ class Scheduler:
         if not len(self.waiting):
             return
         now = self.clock.now()
+        restamp: list[tuple[Profile, Pod, str]] = []
         for wp in self.waiting.all():
             if wp.rejected is None and wp.pending_plugins and wp.deadline <= now:
                 plugins = ",".join(sorted(wp.pending_plugins))
+                wp.timed_out = True
                 wp.reject(plugins, f"rejected due to timeout after waiting {wp.timeout:g}s at plugin {plugins}")
             if wp.rejected is not None:
                 self.waiting.pop(wp.pod.key)
@@ -565,7 +564,14 @@ class Scheduler:
                 profile.run_unreserve(wp.state, wp.pod, wp.node_name)
                 self.cache.forget_pod(wp.pod)
                 if wp.pod.key in self.pods:
-                    st = Status(Code.UNSCHEDULABLE, (wp.rejected,), wp.rejected_by)
+                    message = wp.rejected
+                    if profile.batcher is not None and (wp.timed_out or wp.rejected_by != profile.batcher.NAME):
+                        # a gang member timed out or was rejected elsewhere: the whole group hears why
+                        group_message = profile.batcher.group_failure(wp.pod, wp.rejected)  # type: ignore[attr-defined]
+                        if group_message:
+                            message = group_message
+                            restamp.append((profile, wp.pod, group_message))
+                    st = Status(Code.UNSCHEDULABLE, (message,), wp.rejected_by)
                     self._requeue_with(profile, self.queues[profile.name], info, st)
                 else:
                     self.queues[profile.name].done(wp.pod.key)
@@ -573,6 +579,19 @@ class Scheduler:
                 self.waiting.pop(wp.pod.key)
                 info, profile = self._waiting_info.pop(wp.pod.key)
                 self._start_binding(profile, info, wp.state, wp.node_name)
+        for profile, pod, message in restamp:
+            self._stamp_group(profile, pod, message)
+
+    def _stamp_group(self, profile: Profile, pod: Pod, message: str) -> None:
+        """Give every pending member of the pod's gang group the same explanation."""
+        batcher = profile.batcher
+        if batcher is None:
+            return
+        for member in batcher.batch_members(pod) or ():  # type: ignore[attr-defined]
+            if member.key in self.pods and not self.cache.is_assumed(member.key):
+                if self.outcomes.get(member.key) != PodOutcome(REASON_UNSCHEDULABLE, message):
+                    self.outcomes[member.key] = PodOutcome(REASON_UNSCHEDULABLE, message)
+                    self.outbox.append(PodUnschedulable(member, REASON_UNSCHEDULABLE, message, profile.name))
 
     # ============================================================================ binding
     def _start_binding(

@@ -18,6 +18,7 @@ class WaitingPod:
     # plugins that asked it to wait and have not allowed it yet
     pending_plugins: set[str] = field(default_factory=set)
     timeout: float = 0.0
+    timed_out: bool = False
     rejected: str | None = None
     rejected_by: str = ""
 

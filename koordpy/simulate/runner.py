@@ -9,6 +9,7 @@ from koordpy.config.models import SchedulerConfiguration
 from koordpy.framework.clock import VirtualClock
 from koordpy.plugins import registry
 from koordpy.scheduler import Scheduler
+from koordpy.simulate.gangs import add_pod_groups
 from koordpy.simulate.loader import Scenario
 from koordpy.simulate.report import PodGroupResult, PodResult, PreemptionResult, Report
 
@@ -100,6 +101,7 @@ def build_report(world: MemoryCluster, scenario: Scenario) -> Report:
         virtualSeconds=round(world.clock.now(), 3),
         extras={},
     )
+    add_pod_groups(world, scenario, report)
     for hook in REPORT_HOOKS:
         hook(world, scenario, report)
     return report

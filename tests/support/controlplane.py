@@ -593,15 +593,11 @@ class ControlPlane:
             key=self.pki.kwok_key,
             user="kwok-controller",
         )
-        # An empty configuration file keeps KWOK from reading ~/.kwok/kwok.yaml.
-        kwok_config = self.workdir / "kwok.yaml"
-        kwok_config.write_text("")
         proc = _Process(
             "kwok",
             [
                 str(self.bin_dir / "kwok"),
                 f"--kubeconfig={self.kwok_kubeconfig}",
-                f"--config={kwok_config}",
                 "--manage-all-nodes=false",
                 f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}={KWOK_NODE_ANNOTATION_VALUE}",
                 "--cidr=10.0.0.1/16",
@@ -612,17 +608,50 @@ class ControlPlane:
             self.workdir / "kwok.log",
         )
         self._kwok = proc
-        # KWOK does not read KUBECONFIG when --kubeconfig is given, but make sure
-        # nothing from the caller's environment points it elsewhere.
+        # KWOK reads ~/.kwok/kwok.yaml if it exists: give it an empty home so
+        # the caller's configuration cannot change its behaviour. KUBECONFIG is
+        # only a default for --kubeconfig; drop it anyway.
+        home = self.workdir / "kwok-home"
+        home.mkdir(exist_ok=True)
         env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+        env["HOME"] = str(home)
         self._launch(proc, env)
-        # KWOK has no health endpoint unless it serves on a port; check that it
-        # stays up for a moment and then rely on the node/pod tests.
-        deadline = time.monotonic() + 2.0
-        while time.monotonic() < deadline:
-            if not proc.running():
-                raise ControlPlaneError(f"failed to start: {proc.describe_failure()}")
-            time.sleep(0.1)
+        self._wait(proc, self._kwok_probe(), "KWOK to mark a probe node Ready")
+
+    def _kwok_probe(self) -> Any:
+        """A check that creates a KWOK node, sees it Ready, then deletes it."""
+        name = f"kwok-probe-{os.getpid()}-{int(time.monotonic() * 1000) % 100000}"
+        node = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": name,
+                "annotations": {KWOK_NODE_ANNOTATION: KWOK_NODE_ANNOTATION_VALUE},
+            },
+            "status": {"capacity": {"cpu": "1", "memory": "1Gi", "pods": "1"}},
+        }
+        created = False
+
+        def check() -> bool:
+            nonlocal created
+            if not created:
+                status, body = self.request("POST", "/api/v1/nodes", node)
+                if status not in (201, 409):
+                    raise ControlPlaneError(f"creating probe node: HTTP {status}: {body!r}")
+                created = True
+            status, body = self.request("GET", f"/api/v1/nodes/{name}")
+            if status != 200:
+                return False
+            conditions = json.loads(body).get("status", {}).get("conditions") or []
+            if not any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
+                return False
+            status, body = self.request("DELETE", f"/api/v1/nodes/{name}")
+            if status not in (200, 404):
+                raise ControlPlaneError(f"deleting probe node: HTTP {status}: {body!r}")
+            self.request("DELETE", f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{name}")
+            return True
+
+        return check
 
     # ---- plumbing --------------------------------------------------------------
 

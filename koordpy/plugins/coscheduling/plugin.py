@@ -102,8 +102,6 @@ class Coscheduling(Plugin):
         self.registry: GangRegistry = registry
         # pod keys released together by the last successful Permit of each group
         self._binding_members: dict[str, frozenset[str]] = {}
-        # the last message a gang group's failure produced
-        self.messages: dict[str, str] = {}
 
     def events_to_register(self) -> Sequence[ClusterEvent]:
         return (ClusterEvent("Pod"), ClusterEvent("Node"), ClusterEvent("PodGroup"))
@@ -189,6 +187,7 @@ class Coscheduling(Plugin):
         if self._group_valid(gang) or self.registry.once_satisfied(gang):
             # placed as a whole; members beyond the minimum that did not fit keep their own reason
             self._allow_group(gang)
+            self.registry.messages.pop(gang.group_id, None)
             return None
         message = self._failure_message(gang, result)
         now = self.handle.clock.now()
@@ -197,7 +196,9 @@ class Coscheduling(Plugin):
             assigned = len(gang.waiting) + len(gang.bound)
             gap = (gang.spec.min_member - assigned) / max(gang.spec.min_member, 1)
             keep_waiting = assigned >= gang.spec.min_member or gap <= self.cargs.pod_group_reject_percentage / 100
-        elif gang.spec is not None and gang.spec.mode == NON_STRICT:
+        elif gang.spec is not None and (gang.spec.mode == NON_STRICT or not result.failed):
+            # NonStrict keeps what it placed; so does a Strict gang when nothing failed and it is
+            # only short of members that are not here yet: they join through Permit until timeout
             keep_waiting = True
         if not self._group_valid(gang) and not keep_waiting:
             self.reject_group(gang, message)
@@ -207,7 +208,17 @@ class Coscheduling(Plugin):
                 g.last_failure = now
                 if self.cargs.pod_group_backoff_seconds > 0 and g.spec and len(g.children) >= g.spec.min_member:
                     g.backoff_until = now + self.cargs.pod_group_backoff_seconds
-        self.messages[gang.group_id] = message
+        self.registry.messages[gang.group_id] = message
+        return message
+
+    def group_failure(self, pod: Pod, why: str) -> str | None:
+        """The group's message when one of its waiting members was rejected (a permit timeout)."""
+        gang = self.registry.gang(pod)
+        if gang is None or self.registry.once_satisfied(gang):
+            return None
+        head = f"gang {gang.id}" if len(gang.group) == 1 else f"gang group [{gang.group_id}]"
+        message = f"{head} cannot be placed as a whole: member {pod.key} {why}"
+        self.registry.messages[gang.group_id] = message
         return message
 
     def _failure_message(self, gang: Gang, result: BatchResult) -> str:
@@ -220,7 +231,7 @@ class Coscheduling(Plugin):
         head = f"gang {gang.id}" if len(gang.group) == 1 else f"gang group [{gang.group_id}]"
         first_failure = next(iter(result.failed.items()), None)
         why = f"; pod {first_failure[0]} does not fit: {first_failure[1]}" if first_failure else ""
-        return f"{head} cannot be placed as a whole: {', '.join(parts)} members placed{why}"
+        return f"{head} cannot be placed as a whole: {', '.join(parts)} members could be placed{why}"
 
     def _allow_group(self, gang: Gang) -> None:
         waiting = self.handle.waiting_pods
@@ -250,7 +261,7 @@ class Coscheduling(Plugin):
         if self.registry.once_satisfied(gang) or gang.spec is None:
             return
         if gang.source == FROM_X_K8S or gang.spec.mode != NON_STRICT:
-            message = self.messages.get(gang.group_id) or f"gang {gang.id} gets rejected because {pod.key} was unreserved"
+            message = self.registry.messages.get(gang.group_id) or f"gang {gang.id} gets rejected because {pod.key} was unreserved"
             self.reject_group(gang, message)
 
     # ----------------------------------------------------------------------------- Permit

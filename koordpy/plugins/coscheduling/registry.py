@@ -46,6 +46,8 @@ class GangRegistry:
         # gang group ids that have ever had a member bound (once-satisfied)
         self.satisfied: set[str] = set()
         self.pod_groups: dict[tuple[str, str], PodGroup] = {}
+        # why each gang group's last pass failed, by group id
+        self.messages: dict[str, str] = {}
 
     # ----------------------------------------------------------------------------- events
     def on_pod(self, action: str, pod: Pod) -> None:

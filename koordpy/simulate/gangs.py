@@ -1,0 +1,46 @@
+"""The simulate report's `podGroups`: every PodGroup and annotation gang, with the status its
+controller would write and why it is not placed when it is not."""
+
+from __future__ import annotations
+
+from koordpy.api.podgroup import SIGS_GROUP
+from koordpy.cluster.memory import MemoryCluster
+from koordpy.plugins.coscheduling.gang import FROM_ANNOTATION
+from koordpy.plugins.coscheduling.registry import SERVICE, GangRegistry
+from koordpy.simulate.loader import Scenario
+from koordpy.simulate.report import PodGroupResult, Report
+from koordpy.status.podgroup import MemberCounts, occupied_by, settle
+
+
+def add_pod_groups(world: MemoryCluster, scenario: Scenario, report: Report) -> None:
+    registry = world.scheduler.services.get(SERVICE)
+    if not isinstance(registry, GangRegistry):
+        return
+    now = world.clock.now()
+    for gang in sorted(registry.gangs.values(), key=lambda g: (g.namespace, g.name)):
+        members = [world.views[k] for k in sorted(gang.children) if k in world.views and k not in world.deleted]
+        min_member = gang.spec.min_member if gang.spec is not None else (
+            gang.pod_group.min_member if gang.pod_group is not None else 0)
+        api_group = SIGS_GROUP if gang.source == FROM_ANNOTATION else gang.source
+        previous = dict(gang.pod_group.status) if gang.pod_group is not None else {}
+        status = settle(api_group, min_member, previous, MemberCounts.of(members), occupied_by(members), now)
+        message = gang.error or registry.messages.get(gang.group_id)
+        extras: dict[str, object] = {
+            "apiGroup": api_group if gang.source != FROM_ANNOTATION else "annotation",
+            "running": status.get("running", 0),
+        }
+        if "scheduleStartTime" in status:
+            extras["scheduleStartTime"] = status["scheduleStartTime"]
+        if len(gang.group) > 1:
+            extras["gangGroup"] = list(gang.group)
+        report.podGroups.append(
+            PodGroupResult(
+                namespace=gang.namespace,
+                name=gang.name,
+                minMember=min_member,
+                phase=str(status.get("phase", "Pending")),
+                scheduled=sum(1 for m in members if m.node_name),
+                message=message,
+                extras=extras,
+            )
+        )
