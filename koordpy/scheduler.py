@@ -26,12 +26,12 @@ from koordpy.framework.diagnosis import Diagnosis, fit_error_message
 from koordpy.framework.effects import Bind, Effect, Evict, Nominate, PodUnschedulable, RecordEvent
 from koordpy.framework.handle import Handle
 from koordpy.framework.interfaces import (
-    BatchResult,
     NODE_ADD,
     NODE_UPDATE,
     POD_ADD,
     POD_DELETE,
     POD_UPDATE,
+    BatchResult,
     ClusterEvent,
 )
 from koordpy.framework.nominator import Nominator
@@ -164,8 +164,9 @@ class Scheduler:
             if st is None:
                 self.outcomes.pop(pod.key, None)
                 return
-            reason = st.reason or (REASON_SCHEDULING_GATED if st.plugin == "SchedulingGates" else
-                                   REASON_UNSCHEDULABLE)
+            reason = st.reason or (
+                REASON_SCHEDULING_GATED if st.plugin == "SchedulingGates" else REASON_UNSCHEDULABLE
+            )
             self.outcomes[pod.key] = PodOutcome(reason, st.message)
             self.outbox.append(PodUnschedulable(pod, reason, st.message, profile))
 
@@ -367,12 +368,15 @@ class Scheduler:
             )
             return message
         node_name = self.cache.snapshot.node_name(row)
-        message = self._assume_and_permit(profile, queue, info, state, node_name)
-        self.observer.attempt("scheduled" if message is None else "unschedulable", profile.name,
-                              time.perf_counter() - start)
-        return message
+        held = self._assume_and_permit(profile, queue, info, state, node_name)
+        self.observer.attempt(
+            "scheduled" if held is None else "unschedulable", profile.name, time.perf_counter() - start
+        )
+        return held
 
-    def _cycle_batch(self, profile: Profile, queue: SchedulingQueue, info: QueuedPodInfo, members: list[Pod]) -> None:
+    def _cycle_batch(
+        self, profile: Profile, queue: SchedulingQueue, info: QueuedPodInfo, members: list[Pod]
+    ) -> None:
         """Place a gang group as a unit: every pending member back to back, each seeing the earlier
         ones assumed; then the batcher releases, keeps or rolls back the group."""
         from_batcher = profile.batcher
@@ -462,7 +466,9 @@ class Scheduler:
         if split == 0:
             chosen = feasible[:to_find]
         else:
-            chosen = np.concatenate((feasible[split:split + to_find], feasible[: max(0, to_find - (feasible.size - split))]))
+            chosen = np.concatenate(
+                (feasible[split : split + to_find], feasible[: max(0, to_find - (feasible.size - split))])
+            )
         self._next_start = int(chosen[-1]) + 1
         return chosen
 
@@ -531,7 +537,15 @@ class Scheduler:
         if waits:
             timeout = max(waits.values())
             self.waiting.add(
-                WaitingPod(pod, node_name, state, profile.name, self.clock.now() + timeout, set(waits), timeout=timeout)
+                WaitingPod(
+                    pod,
+                    node_name,
+                    state,
+                    profile.name,
+                    self.clock.now() + timeout,
+                    set(waits),
+                    timeout=timeout,
+                )
             )
             self._waiting_info[pod.key] = (info, profile)
             self._resolve_waiting()
@@ -557,7 +571,9 @@ class Scheduler:
             if wp.rejected is None and wp.pending_plugins and wp.deadline <= now:
                 plugins = ",".join(sorted(wp.pending_plugins))
                 wp.timed_out = True
-                wp.reject(plugins, f"rejected due to timeout after waiting {wp.timeout:g}s at plugin {plugins}")
+                wp.reject(
+                    plugins, f"rejected due to timeout after waiting {wp.timeout:g}s at plugin {plugins}"
+                )
             if wp.rejected is not None:
                 self.waiting.pop(wp.pod.key)
                 info, profile = self._waiting_info.pop(wp.pod.key)
@@ -565,7 +581,9 @@ class Scheduler:
                 self.cache.forget_pod(wp.pod)
                 if wp.pod.key in self.pods:
                     message = wp.rejected
-                    if profile.batcher is not None and (wp.timed_out or wp.rejected_by != profile.batcher.NAME):
+                    if profile.batcher is not None and (
+                        wp.timed_out or wp.rejected_by != profile.batcher.NAME
+                    ):
                         # a gang member timed out or was rejected elsewhere: the whole group hears why
                         group_message = profile.batcher.group_failure(wp.pod, wp.rejected)  # type: ignore[attr-defined]
                         if group_message:
@@ -587,11 +605,12 @@ class Scheduler:
         batcher = profile.batcher
         if batcher is None:
             return
+        outcome = PodOutcome(REASON_UNSCHEDULABLE, message)
         for member in batcher.batch_members(pod) or ():  # type: ignore[attr-defined]
-            if member.key in self.pods and not self.cache.is_assumed(member.key):
-                if self.outcomes.get(member.key) != PodOutcome(REASON_UNSCHEDULABLE, message):
-                    self.outcomes[member.key] = PodOutcome(REASON_UNSCHEDULABLE, message)
-                    self.outbox.append(PodUnschedulable(member, REASON_UNSCHEDULABLE, message, profile.name))
+            pending = member.key in self.pods and not self.cache.is_assumed(member.key)
+            if pending and self.outcomes.get(member.key) != outcome:
+                self.outcomes[member.key] = outcome
+                self.outbox.append(PodUnschedulable(member, REASON_UNSCHEDULABLE, message, profile.name))
 
     # ============================================================================ binding
     def _start_binding(

@@ -28,7 +28,9 @@ def parse_duration(text: str, path: str = "") -> float:
     while pos < len(s):
         m = _PART.match(s, pos)
         if m is None:
-            raise SpecError(path, f"invalid duration {text!r}: expected a number and a unit (ns, us, ms, s, m, h)")
+            raise SpecError(
+                path, f"invalid duration {text!r}: expected a number and a unit (ns, us, ms, s, m, h)"
+            )
         total += float(m.group(1)) * _UNITS[m.group(2)]
         pos = m.end()
     return sign * total

@@ -130,7 +130,7 @@ class Pod:
         """A copy with some fields replaced; for the few fields a binding or a status write
         changes (nodeName, phase, annotations, raw), without parsing the object again."""
         new = object.__new__(Pod)
-        for name in Pod.__slots__:  # type: ignore[attr-defined]
+        for name in Pod.__slots__:
             object.__setattr__(new, name, changes[name] if name in changes else getattr(self, name))
         return new
 
@@ -193,8 +193,8 @@ def _container_requests(c: Mapping[str, Any], path: str) -> _ContainerRequests:
         requests.setdefault(name, value)
     return _ContainerRequests(
         requests=requests,
-        nonzero_cpu=requests[CPU] if CPU in requests else DEFAULT_MILLI_CPU_REQUEST,
-        nonzero_memory=requests[MEMORY] if MEMORY in requests else DEFAULT_MEMORY_REQUEST,
+        nonzero_cpu=requests.get(CPU, DEFAULT_MILLI_CPU_REQUEST),
+        nonzero_memory=requests.get(MEMORY, DEFAULT_MEMORY_REQUEST),
         limits=limits,
     )
 

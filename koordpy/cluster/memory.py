@@ -108,7 +108,11 @@ class MemoryCluster:
             self.scheduler.binding_done(key, "pod not found")
             return
         old = self.pods[key]
-        raw = {**old, "spec": {**old["spec"], "nodeName": b.node_name}, "status": dict(old.get("status") or {})}
+        raw = {
+            **old,
+            "spec": {**old["spec"], "nodeName": b.node_name},
+            "status": dict(old.get("status") or {}),
+        }
         view = self.views[key]
         annotations = view.annotations
         if b.annotations:
@@ -122,8 +126,9 @@ class MemoryCluster:
         status["conditions"] = conditions
         self.pods[key] = raw
         # only these fields change: no need to parse the whole pod again
-        pod = view.with_changes(node_name=b.node_name, phase="Running", nominated_node_name="",
-                                annotations=annotations, raw=raw)
+        pod = view.with_changes(
+            node_name=b.node_name, phase="Running", nominated_node_name="", annotations=annotations, raw=raw
+        )
         self.views[key] = pod
         self.scheduler.binding_done(key)
         self.scheduler.on_pod_update(pod)

@@ -127,7 +127,11 @@ class SchedulingQueue:
         """Run PreEnqueue; True (and the pod parked as gated) when it says not yet."""
         st = self._pre_enqueue(info.pod)
         if st is not None:
-            changed = (info.gated_by, info.gated_reason, info.gated_message) != (st.plugin, st.reason, st.message)
+            changed = (info.gated_by, info.gated_reason, info.gated_message) != (
+                st.plugin,
+                st.reason,
+                st.message,
+            )
             info.gated_by, info.gated_reason, info.gated_message = st.plugin, st.reason, st.message
             self.where[info.key] = GATED
             if changed and self._on_gate is not None:

@@ -18,9 +18,14 @@ def add_pod_groups(world: MemoryCluster, scenario: Scenario, report: Report) -> 
         return
     now = world.clock.now()
     for gang in sorted(registry.gangs.values(), key=lambda g: (g.namespace, g.name)):
-        members = [world.views[k] for k in sorted(gang.children) if k in world.views and k not in world.deleted]
-        min_member = gang.spec.min_member if gang.spec is not None else (
-            gang.pod_group.min_member if gang.pod_group is not None else 0)
+        members = [
+            world.views[k] for k in sorted(gang.children) if k in world.views and k not in world.deleted
+        ]
+        min_member = (
+            gang.spec.min_member
+            if gang.spec is not None
+            else (gang.pod_group.min_member if gang.pod_group is not None else 0)
+        )
         api_group = SIGS_GROUP if gang.source == FROM_ANNOTATION else gang.source
         previous = dict(gang.pod_group.status) if gang.pod_group is not None else {}
         status = settle(api_group, min_member, previous, MemberCounts.of(members), occupied_by(members), now)

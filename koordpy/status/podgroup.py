@@ -117,7 +117,11 @@ def next_status(
 
 
 def settle(
-    api_group: str, min_member: int, previous: Mapping[str, Any], counts: MemberCounts, occupied: str | None,
+    api_group: str,
+    min_member: int,
+    previous: Mapping[str, Any],
+    counts: MemberCounts,
+    occupied: str | None,
     now: float,
 ) -> dict[str, Any]:
     """Reconcile until the status stops changing (a controller requeues on its own writes)."""

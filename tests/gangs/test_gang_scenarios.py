@@ -14,8 +14,13 @@ SCENARIOS = Path(__file__).parent.parent / "scenarios"
 GANGS = SCENARIOS / "gangs"
 
 
-def simulate(capsys: pytest.CaptureFixture[str], tmp_path: Path, *files: str, replace: dict[str, str] | None = None,
-             config: str | None = None) -> dict[str, Any]:
+def simulate(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    *files: str,
+    replace: dict[str, str] | None = None,
+    config: str | None = None,
+) -> dict[str, Any]:
     paths = []
     for i, name in enumerate(files):
         text = (GANGS / name).read_text()
@@ -41,8 +46,9 @@ def groups(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {g["name"]: g for g in report["podGroups"]}
 
 
-def test_replicaset_demo_places_the_minimum_when_only_three_fit(capsys: pytest.CaptureFixture[str],
-                                                                tmp_path: Path) -> None:
+def test_replicaset_demo_places_the_minimum_when_only_three_fit(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     report = simulate(capsys, tmp_path, "replicaset_demo.yaml")
     phases = sorted(p["phase"] for p in report["pods"])
     assert phases == ["Bound"] * 3 + ["Pending"] * 3
@@ -52,8 +58,9 @@ def test_replicaset_demo_places_the_minimum_when_only_three_fit(capsys: pytest.C
     assert (groups(report)["nginx"]["phase"], groups(report)["nginx"]["scheduled"]) == ("Running", 3)
 
 
-def test_replicaset_demo_places_nothing_when_the_minimum_does_not_fit(capsys: pytest.CaptureFixture[str],
-                                                                     tmp_path: Path) -> None:
+def test_replicaset_demo_places_nothing_when_the_minimum_does_not_fit(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     report = simulate(capsys, tmp_path, "replicaset_demo.yaml", replace={"minMember: 3": "minMember: 4"})
     assert {p["phase"] for p in report["pods"]} == {"Pending"}
     messages = {p["message"] for p in report["pods"]}
@@ -64,12 +71,17 @@ def test_replicaset_demo_places_nothing_when_the_minimum_does_not_fit(capsys: py
     assert (groups(report)["nginx"]["phase"], groups(report)["nginx"]["scheduled"]) == ("Scheduling", 0)
 
 
-@pytest.mark.parametrize(("worker_cpu", "bound"), [("3", 3), ("5", 0)],
-                         ids=["whole-group-fits", "one-gang-does-not-fit-so-neither-is-placed"])
-def test_gang_group_is_released_together_or_not_at_all(capsys: pytest.CaptureFixture[str], tmp_path: Path,
-                                                       worker_cpu: str, bound: int) -> None:
-    report = simulate(capsys, tmp_path, "nodes_three.yaml", "gang_group.yaml",
-                      replace={"WORKER_CPU": f'"{worker_cpu}"'})
+@pytest.mark.parametrize(
+    ("worker_cpu", "bound"),
+    [("3", 3), ("5", 0)],
+    ids=["whole-group-fits", "one-gang-does-not-fit-so-neither-is-placed"],
+)
+def test_gang_group_is_released_together_or_not_at_all(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, worker_cpu: str, bound: int
+) -> None:
+    report = simulate(
+        capsys, tmp_path, "nodes_three.yaml", "gang_group.yaml", replace={"WORKER_CPU": f'"{worker_cpu}"'}
+    )
     got = pods(report)
     assert sum(p["phase"] == "Bound" for p in got.values()) == bound
     if bound == 0:
@@ -99,11 +111,17 @@ def test_interleaved_gangs_never_end_half_placed(capsys: pytest.CaptureFixture[s
         ("slow", ("gang.scheduling.koordinator.sh/waiting-time", "10 minutes")),
         ("negative-0", ("spec.minMember", "-1")),
     ],
-    ids=["non-numeric-min-available", "unparsable-groups-json", "groups-names-missing-gang",
-         "duration-in-words", "negative-min-member"],
+    ids=[
+        "non-numeric-min-available",
+        "unparsable-groups-json",
+        "groups-names-missing-gang",
+        "duration-in-words",
+        "negative-min-member",
+    ],
 )
-def test_bad_gang_input_is_invalid_spec_and_names_the_value(capsys: pytest.CaptureFixture[str], tmp_path: Path,
-                                                            pod: str, fragments: tuple[str, ...]) -> None:
+def test_bad_gang_input_is_invalid_spec_and_names_the_value(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, pod: str, fragments: tuple[str, ...]
+) -> None:
     report = simulate(capsys, tmp_path, "nodes_three.yaml", "bad_gangs.yaml")
     got = pods(report)[pod]
     assert (got["phase"], got["reason"]) == ("Pending", "InvalidSpec")
@@ -112,8 +130,9 @@ def test_bad_gang_input_is_invalid_spec_and_names_the_value(capsys: pytest.Captu
     assert pods(report)["plain"]["phase"] == "Bound", "everything else keeps being scheduled"
 
 
-def test_gang_with_too_few_members_waits_without_being_tried(capsys: pytest.CaptureFixture[str],
-                                                             tmp_path: Path) -> None:
+def test_gang_with_too_few_members_waits_without_being_tried(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     report = simulate(capsys, tmp_path, "nodes_three.yaml", "too_few_members.yaml")
     got = pods(report)
     for name in ("trio-0", "trio-1"):
@@ -129,8 +148,9 @@ def test_gang_with_too_few_members_waits_without_being_tried(capsys: pytest.Capt
     [("once-satisfied", True), ("waiting-and-running", True), ("only-waiting", False)],
     ids=["running-members-satisfied-the-gang-once", "running-members-count", "only-waiting-members-count"],
 )
-def test_match_policy_decides_whether_running_members_count(capsys: pytest.CaptureFixture[str], tmp_path: Path,
-                                                            policy: str, placed: bool) -> None:
+def test_match_policy_decides_whether_running_members_count(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, policy: str, placed: bool
+) -> None:
     report = simulate(capsys, tmp_path, "nodes_three.yaml", "match_policy.yaml", replace={"POLICY": policy})
     assert (pods(report)["g-2"]["phase"] == "Bound") is placed
     if not placed:
@@ -140,16 +160,20 @@ def test_match_policy_decides_whether_running_members_count(capsys: pytest.Captu
 
 
 @pytest.mark.parametrize(("mode", "waited"), [("NonStrict", True), ("Strict", False)])
-def test_strict_rolls_back_at_once_nonstrict_waits_for_its_timeout(capsys: pytest.CaptureFixture[str],
-                                                                   tmp_path: Path, mode: str, waited: bool) -> None:
+def test_strict_rolls_back_at_once_nonstrict_waits_for_its_timeout(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, mode: str, waited: bool
+) -> None:
     report = simulate(capsys, tmp_path, "nonstrict.yaml", replace={"MODE": mode})
     assert {p["phase"] for p in report["pods"]} == {"Pending"}
     assert (report["virtualSeconds"] >= 45) is waited
     assert len({p["message"] for p in report["pods"]}) == 1
 
 
-@pytest.mark.parametrize(("config", "waited"), [(None, True), ("reject_at_once.yaml", False)],
-                         ids=["ten-percent-short-keeps-waiting", "zero-percent-rejects-at-once"])
+@pytest.mark.parametrize(
+    ("config", "waited"),
+    [(None, True), ("reject_at_once.yaml", False)],
+    ids=["ten-percent-short-keeps-waiting", "zero-percent-rejects-at-once"],
+)
 def test_reject_percentage_decides_whether_a_near_miss_keeps_its_nodes(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, config: str | None, waited: bool
 ) -> None:

@@ -40,7 +40,9 @@ G = "gang.scheduling.koordinator.sh"
     ],
     ids=["sigs-label", "x-k8s-label", "annotation", "lightweight-label", "crd-label-wins", "plain-pod"],
 )
-def test_membership(labels: dict[str, str], annotations: dict[str, str], expected: tuple[str, str] | None) -> None:
+def test_membership(
+    labels: dict[str, str], annotations: dict[str, str], expected: tuple[str, str] | None
+) -> None:
     m = membership(make_pod("p", namespace="ns", labels=labels, annotations=annotations))
     assert (None if m is None else (m.gang_id, m.source)) == expected
 
@@ -55,7 +57,13 @@ def annotated(**annotations: str) -> Any:
 def test_annotation_gang_defaults() -> None:
     spec = annotated(**{f"{G}/min-available": "3"})
     assert (spec.min_member, spec.total, spec.mode, spec.match_policy, spec.wait_seconds, spec.group) == (
-        3, 3, STRICT, ONCE_SATISFIED, None, ("ns/g",))
+        3,
+        3,
+        STRICT,
+        ONCE_SATISFIED,
+        None,
+        ("ns/g",),
+    )
 
 
 @pytest.mark.parametrize(
@@ -69,7 +77,15 @@ def test_annotation_gang_defaults() -> None:
         ({"groups": '["ns/g", "other/h"]'}, "group", ("ns/g", "other/h")),
         ({"groups": '["other/h"]'}, "group", ("ns/g", "other/h")),  # a gang is always in its own group
     ],
-    ids=["total", "total-floored-at-min", "mode", "match-policy", "waiting-time", "groups", "groups-add-self"],
+    ids=[
+        "total",
+        "total-floored-at-min",
+        "mode",
+        "match-policy",
+        "waiting-time",
+        "groups",
+        "groups-add-self",
+    ],
 )
 def test_annotation_gang_parameters(annotations: dict[str, str], field: str, expected: Any) -> None:
     spec = annotated(**{f"{G}/min-available": "3"}, **{f"{G}/{k}": v for k, v in annotations.items()})
@@ -77,18 +93,30 @@ def test_annotation_gang_parameters(annotations: dict[str, str], field: str, exp
 
 
 def test_alias_match_policy_key_is_read() -> None:
-    pod = make_pod("p", namespace="ns", annotations={
-        f"{G}/name": "g", f"{G}/min-available": "2",
-        "pod-group.scheduling.sigs.k8s.io/match-policy": "waiting-and-running"})
+    pod = make_pod(
+        "p",
+        namespace="ns",
+        annotations={
+            f"{G}/name": "g",
+            f"{G}/min-available": "2",
+            "pod-group.scheduling.sigs.k8s.io/match-policy": "waiting-and-running",
+        },
+    )
     m = membership(pod)
     assert m is not None
     assert spec_from_pod(pod, m, ONCE_SATISFIED).match_policy == WAITING_AND_RUNNING
 
 
 def test_lightweight_min_label_takes_precedence() -> None:
-    pod = make_pod("p", namespace="ns", labels={"pod-group.scheduling.sigs.k8s.io/name": "g",
-                                                "pod-group.scheduling.sigs.k8s.io/min-available": "4"},
-                   annotations={f"{G}/min-available": "2"})
+    pod = make_pod(
+        "p",
+        namespace="ns",
+        labels={
+            "pod-group.scheduling.sigs.k8s.io/name": "g",
+            "pod-group.scheduling.sigs.k8s.io/min-available": "4",
+        },
+        annotations={f"{G}/min-available": "2"},
+    )
     m = membership(pod)
     assert m is not None
     assert spec_from_pod(pod, m, ONCE_SATISFIED).min_member == 4
@@ -99,17 +127,30 @@ def test_lightweight_min_label_takes_precedence() -> None:
     [
         ({"min-available": "three"}, (f"annotation {G}/min-available", "'three'")),
         ({"min-available": "0"}, (f"annotation {G}/min-available", "at least 1")),
-        ({"min-available": "2", "waiting-time": "10 minutes"}, (f"annotation {G}/waiting-time", "10 minutes")),
+        (
+            {"min-available": "2", "waiting-time": "10 minutes"},
+            (f"annotation {G}/waiting-time", "10 minutes"),
+        ),
         ({"min-available": "2", "groups": "[ns/a"}, (f"annotation {G}/groups", "[ns/a")),
         ({"min-available": "2", "groups": '["no-namespace"]'}, (f"annotation {G}/groups", "no-namespace")),
         ({"min-available": "2", "mode": "strict"}, (f"annotation {G}/mode", "'strict'")),
         ({"min-available": "2", "match-policy": "sometimes"}, (f"annotation {G}/match-policy", "sometimes")),
         ({}, (f"annotation {G}/min-available", "required")),
     ],
-    ids=["non-numeric-min", "zero-min", "duration-in-words", "unparsable-groups", "gang-id-without-namespace",
-         "mode-in-wrong-case", "unknown-match-policy", "missing-min"],
+    ids=[
+        "non-numeric-min",
+        "zero-min",
+        "duration-in-words",
+        "unparsable-groups",
+        "gang-id-without-namespace",
+        "mode-in-wrong-case",
+        "unknown-match-policy",
+        "missing-min",
+    ],
 )
-def test_bad_annotation_is_named_with_its_value(annotations: dict[str, str], fragments: tuple[str, ...]) -> None:
+def test_bad_annotation_is_named_with_its_value(
+    annotations: dict[str, str], fragments: tuple[str, ...]
+) -> None:
     with pytest.raises(SpecError) as err:
         annotated(**{f"{G}/{k}": v for k, v in annotations.items()})
     for fragment in fragments:
@@ -117,9 +158,14 @@ def test_bad_annotation_is_named_with_its_value(annotations: dict[str, str], fra
 
 
 def podgroup(api: str, min_member: Any, **extra: Any) -> PodGroup:
-    return PodGroup.from_dict({"apiVersion": f"{api}/v1alpha1", "kind": "PodGroup",
-                               "metadata": {"name": "pg", "namespace": "ns", **extra.pop("meta", {})},
-                               "spec": {"minMember": min_member, **extra}})
+    return PodGroup.from_dict(
+        {
+            "apiVersion": f"{api}/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": "pg", "namespace": "ns", **extra.pop("meta", {})},
+            "spec": {"minMember": min_member, **extra},
+        }
+    )
 
 
 def test_x_k8s_podgroup_counts_waiting_and_running() -> None:
@@ -128,22 +174,38 @@ def test_x_k8s_podgroup_counts_waiting_and_running() -> None:
 
 
 def test_sigs_podgroup_reads_gang_annotations_on_the_podgroup() -> None:
-    pg = podgroup("scheduling.sigs.k8s.io", 1, meta={"annotations": {
-        f"{G}/groups": '["ns/pg", "ns/other"]', f"{G}/mode": "NonStrict"}})
+    pg = podgroup(
+        "scheduling.sigs.k8s.io",
+        1,
+        meta={"annotations": {f"{G}/groups": '["ns/pg", "ns/other"]', f"{G}/mode": "NonStrict"}},
+    )
     spec = spec_from_podgroup(pg, ONCE_SATISFIED)
     assert (spec.group, spec.mode) == (("ns/other", "ns/pg"), NON_STRICT)
 
 
-@pytest.mark.parametrize(("api", "value"), [("scheduling.sigs.k8s.io", -1), ("scheduling.x-k8s.io", 0)],
-                         ids=["negative-sigs", "zero-x-k8s"])
+@pytest.mark.parametrize(
+    ("api", "value"),
+    [("scheduling.sigs.k8s.io", -1), ("scheduling.x-k8s.io", 0)],
+    ids=["negative-sigs", "zero-x-k8s"],
+)
 def test_invalid_min_member_is_an_error_naming_the_field(api: str, value: int) -> None:
     with pytest.raises(SpecError) as err:
         spec_from_podgroup(podgroup(api, value), ONCE_SATISFIED)
     assert "spec.minMember" in str(err.value)
 
 
-@pytest.mark.parametrize(("text", "seconds"), [("100s", 100), ("1h", 3600), ("1m30s", 90), ("1.5h", 5400),
-                                                ("300ms", 0.3), ("0", 0), ("2h45m10s", 9910)])
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("100s", 100),
+        ("1h", 3600),
+        ("1m30s", 90),
+        ("1.5h", 5400),
+        ("300ms", 0.3),
+        ("0", 0),
+        ("2h45m10s", 9910),
+    ],
+)
 def test_go_durations(text: str, seconds: float) -> None:
     assert parse_duration(text) == pytest.approx(seconds)
 
@@ -155,7 +217,13 @@ def test_bad_durations(text: str) -> None:
 
 
 def test_members_are_ordered_by_topology_index_then_name() -> None:
-    pods = [make_pod(n, annotations=a) for n, a in [
-        ("b", {}), ("a", {}), ("z", {f"{G}/network-topology-index": "1"}),
-        ("y", {f"{G}/network-topology-index": "0"})]]
+    pods = [
+        make_pod(n, annotations=a)
+        for n, a in [
+            ("b", {}),
+            ("a", {}),
+            ("z", {f"{G}/network-topology-index": "1"}),
+            ("y", {f"{G}/network-topology-index": "0"}),
+        ]
+    ]
     assert [p.name for p in sorted(pods, key=member_order_key)] == ["y", "z", "a", "b"]

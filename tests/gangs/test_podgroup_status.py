@@ -10,7 +10,9 @@ SIGS = "scheduling.sigs.k8s.io"
 X = "scheduling.x-k8s.io"
 
 
-def counts(total: int = 0, scheduled: int = 0, running: int = 0, succeeded: int = 0, failed: int = 0) -> MemberCounts:
+def counts(
+    total: int = 0, scheduled: int = 0, running: int = 0, succeeded: int = 0, failed: int = 0
+) -> MemberCounts:
     return MemberCounts(total, scheduled, running, succeeded, failed)
 
 
@@ -34,9 +36,24 @@ def counts(total: int = 0, scheduled: int = 0, running: int = 0, succeeded: int 
         (X, "Running", counts(total=2, running=2), "Pending"),
         (X, "Running", counts(total=3, running=1, succeeded=1, failed=1), "Failed"),
     ],
-    ids=["sigs-new", "sigs-too-few-pods", "sigs-enough-pods", "sigs-some-scheduled", "sigs-all-scheduled",
-         "sigs-running", "sigs-failed", "sigs-finished", "sigs-no-pods-left", "sigs-finished-is-final",
-         "x-new", "x-enough-pods", "x-not-all-running", "x-running", "x-members-gone", "x-failed"],
+    ids=[
+        "sigs-new",
+        "sigs-too-few-pods",
+        "sigs-enough-pods",
+        "sigs-some-scheduled",
+        "sigs-all-scheduled",
+        "sigs-running",
+        "sigs-failed",
+        "sigs-finished",
+        "sigs-no-pods-left",
+        "sigs-finished-is-final",
+        "x-new",
+        "x-enough-pods",
+        "x-not-all-running",
+        "x-running",
+        "x-members-gone",
+        "x-failed",
+    ],
 )
 def test_one_reconcile_step(api: str, previous: str, c: MemberCounts, expected: str) -> None:
     status = next_status(api, 3, {"phase": previous} if previous else {}, c, None, 0.0)
@@ -52,7 +69,11 @@ def test_sigs_scheduling_records_schedule_start_time_once() -> None:
 def test_settle_walks_to_running_and_records_occupant() -> None:
     status = settle(SIGS, 2, {}, counts(total=2, scheduled=2, running=2), "default/job", 0.0)
     assert (status["phase"], status["occupiedBy"], status["scheduled"], status["running"]) == (
-        "Running", "default/job", 2, 2)
+        "Running",
+        "default/job",
+        2,
+        2,
+    )
 
 
 def test_x_k8s_status_has_no_scheduled_count() -> None:

@@ -9,10 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from koordpy.api.node import Node
 import yaml
 
+from koordpy.api.node import Node
 from koordpy.simulate.loader import Scenario, ScenarioError, Source, load_scenario
 
 
@@ -39,8 +38,13 @@ def pod(name: str, namespace: str | None = None, **spec: Any) -> dict[str, Any]:
 
 
 def priority_class(name: str, value: Any, **extra: Any) -> dict[str, Any]:
-    return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
-            "value": value, **extra}
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name},
+        "value": value,
+        **extra,
+    }
 
 
 def workload(
@@ -51,8 +55,12 @@ def workload(
         "metadata": {"labels": {"app": name}, "annotations": {"note": "from-template"}},
         "spec": template_spec or {"containers": [{"name": "main", "image": "busybox"}]},
     }
-    return {"apiVersion": api_version, "kind": kind, "metadata": {"name": name, "namespace": "team"},
-            "spec": {"template": template, **spec}}
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": {"name": name, "namespace": "team"},
+        "spec": {"template": template, **spec},
+    }
 
 
 def write(path: Path, *docs: Any) -> str:
@@ -74,14 +82,30 @@ EVERY_KIND: list[dict[str, Any]] = [
     {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team", "labels": {"tier": "gold"}}},
     priority_class("high", 1000),
     node("node-1"),
-    {"apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "PodGroup",
-     "metadata": {"name": "gang-a"}, "spec": {"minMember": 2}},
-    {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
-     "metadata": {"name": "gang-b", "namespace": "team"}, "spec": {"minMember": 3}},
-    {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "pdb"},
-     "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}},
-    {"apiVersion": "scheduling.koordinator.sh/v1alpha1", "kind": "ClusterNetworkTopology",
-     "metadata": {"name": "default"}, "spec": {"networkTopologySpec": []}},
+    {
+        "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": "gang-a"},
+        "spec": {"minMember": 2},
+    },
+    {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": "gang-b", "namespace": "team"},
+        "spec": {"minMember": 3},
+    },
+    {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "pdb"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+    },
+    {
+        "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+        "kind": "ClusterNetworkTopology",
+        "metadata": {"name": "default"},
+        "spec": {"networkTopologySpec": []},
+    },
     pod("solo"),
     workload("ReplicaSet", "rs"),
     workload("Deployment", "deploy"),
@@ -136,8 +160,10 @@ def test_explicit_uid_is_kept(tmp_path: Path) -> None:
 
 def test_timestamps_stay_strings_as_in_the_api(tmp_path: Path) -> None:
     path = tmp_path / "t.yaml"
-    path.write_text("apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n"
-                    "  creationTimestamp: 2024-01-01T00:00:00Z\nspec: {containers: []}\n")
+    path.write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n"
+        "  creationTimestamp: 2024-01-01T00:00:00Z\nspec: {containers: []}\n"
+    )
     scenario = load_scenario([str(path)])
     assert scenario.pods[0]["metadata"]["creationTimestamp"] == "2024-01-01T00:00:00Z"
 
@@ -150,8 +176,12 @@ def test_pod_with_bad_spec_is_kept_for_the_scheduler_to_report(tmp_path: Path) -
 
 
 def test_pod_group_with_invalid_spec_is_kept(tmp_path: Path) -> None:
-    group = {"apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "PodGroup",
-             "metadata": {"name": "g"}, "spec": {"minMember": -1}}
+    group = {
+        "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": "g"},
+        "spec": {"minMember": -1},
+    }
     (loaded,) = load(tmp_path, group).pod_groups
     assert loaded.spec_error is not None and loaded.spec_error.path == "spec.minMember"
 
@@ -213,33 +243,56 @@ OWNER = {"controller": True}
 @pytest.mark.parametrize(
     ("obj", "names", "extra_labels", "extra_annotations"),
     [
-        pytest.param(workload("ReplicaSet", "rs", replicas=3), ["rs-0", "rs-1", "rs-2"],
-                     [{}, {}, {}], [{}, {}, {}], id="replicaset"),
-        pytest.param(workload("Deployment", "web", replicas=2), ["web-0", "web-1"],
-                     [{}, {}], [{}, {}], id="deployment"),
+        pytest.param(
+            workload("ReplicaSet", "rs", replicas=3),
+            ["rs-0", "rs-1", "rs-2"],
+            [{}, {}, {}],
+            [{}, {}, {}],
+            id="replicaset",
+        ),
+        pytest.param(
+            workload("Deployment", "web", replicas=2), ["web-0", "web-1"], [{}, {}], [{}, {}], id="deployment"
+        ),
         pytest.param(workload("Deployment", "web"), ["web-0"], [{}], [{}], id="deployment-default-1"),
         pytest.param(workload("Deployment", "web", replicas=0), [], [], [], id="deployment-zero"),
         pytest.param(
-            workload("StatefulSet", "db", replicas=2), ["db-0", "db-1"],
-            [{"statefulset.kubernetes.io/pod-name": "db-0", "apps.kubernetes.io/pod-index": "0"},
-             {"statefulset.kubernetes.io/pod-name": "db-1", "apps.kubernetes.io/pod-index": "1"}],
-            [{}, {}], id="statefulset",
+            workload("StatefulSet", "db", replicas=2),
+            ["db-0", "db-1"],
+            [
+                {"statefulset.kubernetes.io/pod-name": "db-0", "apps.kubernetes.io/pod-index": "0"},
+                {"statefulset.kubernetes.io/pod-name": "db-1", "apps.kubernetes.io/pod-index": "1"},
+            ],
+            [{}, {}],
+            id="statefulset",
         ),
         pytest.param(
-            workload("Job", "train", parallelism=2), ["train-0", "train-1"],
+            workload("Job", "train", parallelism=2),
+            ["train-0", "train-1"],
             [{"batch.kubernetes.io/job-name": "train", "job-name": "train"}] * 2,
-            [{}, {}], id="job",
+            [{}, {}],
+            id="job",
         ),
         pytest.param(
-            workload("Job", "idx", parallelism=2, completionMode="Indexed"), ["idx-0", "idx-1"],
-            [{"batch.kubernetes.io/job-name": "idx", "job-name": "idx",
-              "batch.kubernetes.io/job-completion-index": str(i)} for i in range(2)],
+            workload("Job", "idx", parallelism=2, completionMode="Indexed"),
+            ["idx-0", "idx-1"],
+            [
+                {
+                    "batch.kubernetes.io/job-name": "idx",
+                    "job-name": "idx",
+                    "batch.kubernetes.io/job-completion-index": str(i),
+                }
+                for i in range(2)
+            ],
             [{"batch.kubernetes.io/job-completion-index": str(i)} for i in range(2)],
             id="job-indexed",
         ),
-        pytest.param(workload("Job", "few", parallelism=4, completions=2), ["few-0", "few-1"],
-                     [{"batch.kubernetes.io/job-name": "few", "job-name": "few"}] * 2, [{}, {}],
-                     id="job-capped-by-completions"),
+        pytest.param(
+            workload("Job", "few", parallelism=4, completions=2),
+            ["few-0", "few-1"],
+            [{"batch.kubernetes.io/job-name": "few", "job-name": "few"}] * 2,
+            [{}, {}],
+            id="job-capped-by-completions",
+        ),
         pytest.param(workload("Job", "held", parallelism=4, suspend=True), [], [], [], id="job-suspended"),
     ],
 )
@@ -258,10 +311,15 @@ def test_workload_stamps_pods(
         assert meta["namespace"] == "team"
         assert meta["labels"] == {"app": name, **labels}
         assert meta["annotations"] == {"note": "from-template", **notes}
-        assert meta["ownerReferences"] == [{
-            "apiVersion": obj["apiVersion"], "kind": obj["kind"], "name": name,
-            "uid": f"uid-{obj['kind'].lower()}-team-{name}", "controller": True,
-        }]
+        assert meta["ownerReferences"] == [
+            {
+                "apiVersion": obj["apiVersion"],
+                "kind": obj["kind"],
+                "name": name,
+                "uid": f"uid-{obj['kind'].lower()}-team-{name}",
+                "controller": True,
+            }
+        ]
         assert meta["uid"] == f"uid-pod-team-{meta['name']}"
         assert stamped["spec"]["containers"] == [{"name": "main", "image": "busybox"}]
         assert stamped["spec"]["schedulerName"] == "default-scheduler"
@@ -301,27 +359,53 @@ def spec_of(scenario: Scenario, name: str) -> dict[str, Any]:
     ("docs", "expected"),
     [
         pytest.param([pod("p")], (0, None, "PreemptLowerPriority"), id="no-class"),
-        pytest.param([pod("p", priorityClassName="high"), priority_class("high", 1000)],
-                     (1000, "high", "PreemptLowerPriority"), id="class-defined-after-pod"),
-        pytest.param([priority_class("low", 10, preemptionPolicy="Never"), pod("p", priorityClassName="low")],
-                     (10, "low", "Never"), id="class-preemption-policy"),
-        pytest.param([priority_class("dflt", 50, globalDefault=True), pod("p")],
-                     (50, "dflt", "PreemptLowerPriority"), id="global-default"),
-        pytest.param([priority_class("dflt", 50, globalDefault=True), pod("p", priorityClassName="other"),
-                      priority_class("other", 7)],
-                     (7, "other", "PreemptLowerPriority"), id="explicit-beats-global-default"),
-        pytest.param([pod("p", priorityClassName="system-node-critical")],
-                     (2000001000, "system-node-critical", "PreemptLowerPriority"),
-                     id="builtin-node-critical"),
-        pytest.param([pod("p", priorityClassName="system-cluster-critical")],
-                     (2000000000, "system-cluster-critical", "PreemptLowerPriority"),
-                     id="builtin-cluster-critical"),
-        pytest.param([priority_class("high", 1000), pod("p", priorityClassName="high", priority=1000)],
-                     (1000, "high", "PreemptLowerPriority"), id="explicit-priority-agreeing"),
-        pytest.param([priority_class("system-node-critical", 2000001000),
-                      pod("p", priorityClassName="system-node-critical")],
-                     (2000001000, "system-node-critical", "PreemptLowerPriority"),
-                     id="builtin-repeated-unchanged"),
+        pytest.param(
+            [pod("p", priorityClassName="high"), priority_class("high", 1000)],
+            (1000, "high", "PreemptLowerPriority"),
+            id="class-defined-after-pod",
+        ),
+        pytest.param(
+            [priority_class("low", 10, preemptionPolicy="Never"), pod("p", priorityClassName="low")],
+            (10, "low", "Never"),
+            id="class-preemption-policy",
+        ),
+        pytest.param(
+            [priority_class("dflt", 50, globalDefault=True), pod("p")],
+            (50, "dflt", "PreemptLowerPriority"),
+            id="global-default",
+        ),
+        pytest.param(
+            [
+                priority_class("dflt", 50, globalDefault=True),
+                pod("p", priorityClassName="other"),
+                priority_class("other", 7),
+            ],
+            (7, "other", "PreemptLowerPriority"),
+            id="explicit-beats-global-default",
+        ),
+        pytest.param(
+            [pod("p", priorityClassName="system-node-critical")],
+            (2000001000, "system-node-critical", "PreemptLowerPriority"),
+            id="builtin-node-critical",
+        ),
+        pytest.param(
+            [pod("p", priorityClassName="system-cluster-critical")],
+            (2000000000, "system-cluster-critical", "PreemptLowerPriority"),
+            id="builtin-cluster-critical",
+        ),
+        pytest.param(
+            [priority_class("high", 1000), pod("p", priorityClassName="high", priority=1000)],
+            (1000, "high", "PreemptLowerPriority"),
+            id="explicit-priority-agreeing",
+        ),
+        pytest.param(
+            [
+                priority_class("system-node-critical", 2000001000),
+                pod("p", priorityClassName="system-node-critical"),
+            ],
+            (2000001000, "system-node-critical", "PreemptLowerPriority"),
+            id="builtin-repeated-unchanged",
+        ),
     ],
 )
 def test_priority_resolution(tmp_path: Path, docs: list[dict[str, Any]], expected: tuple[Any, ...]) -> None:
@@ -357,87 +441,164 @@ metadata:
 
 
 ERROR_CASES = [
-    pytest.param([node("gpu-1"), pod("p"), node("gpu-2", cpu="lots")],
-                 "document 3 (Node gpu-2): status.allocatable.cpu: quantity \"lots\" is not valid",
-                 id="node-spec"),
-    pytest.param([{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}}],
-                 "document 1 (Secret): kind: unknown kind 'Secret'", id="unknown-kind"),
-    pytest.param([{"apiVersion": "v1", "metadata": {"name": "s"}}], "document 1: kind: missing",
-                 id="no-kind"),
-    pytest.param([{"apiVersion": "policy/v1beta1", "kind": "PodDisruptionBudget", "metadata": {"name": "p"}}],
-                 "document 1 (PodDisruptionBudget): apiVersion: PodDisruptionBudget must be policy/v1, "
-                 "got 'policy/v1beta1'", id="old-api-version"),
-    pytest.param([{"apiVersion": "scheduling.example.com/v1", "kind": "PodGroup", "metadata": {"name": "g"}}],
-                 "document 1 (PodGroup): apiVersion: PodGroup must be scheduling.sigs.k8s.io/v1alpha1 or "
-                 "scheduling.x-k8s.io/v1alpha1", id="podgroup-unknown-group"),
-    pytest.param([{"kind": "Node", "metadata": {"name": "n"}}],
-                 "document 1 (Node): apiVersion: Node must be v1, missing", id="no-api-version"),
-    pytest.param([node("n"), {"apiVersion": "v1", "kind": "Pod", "metadata": {}}],
-                 "document 2 (Pod): metadata.name: every object needs a name", id="no-name"),
-    pytest.param([{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": 7}}],
-                 "document 1 (Pod): metadata.name: must be a string, got 7", id="name-not-string"),
-    pytest.param([{"apiVersion": "v1", "kind": "Pod", "metadata": ["x"]}],
-                 "document 1 (Pod): metadata: expected an object, got a list", id="metadata-not-mapping"),
-    pytest.param([{"apiVersion": "v1", "kind": "Pod"}], "document 1 (Pod): metadata: missing",
-                 id="no-metadata"),
+    pytest.param(
+        [node("gpu-1"), pod("p"), node("gpu-2", cpu="lots")],
+        'document 3 (Node gpu-2): status.allocatable.cpu: quantity "lots" is not valid',
+        id="node-spec",
+    ),
+    pytest.param(
+        [{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}}],
+        "document 1 (Secret): kind: unknown kind 'Secret'",
+        id="unknown-kind",
+    ),
+    pytest.param(
+        [{"apiVersion": "v1", "metadata": {"name": "s"}}], "document 1: kind: missing", id="no-kind"
+    ),
+    pytest.param(
+        [{"apiVersion": "policy/v1beta1", "kind": "PodDisruptionBudget", "metadata": {"name": "p"}}],
+        "document 1 (PodDisruptionBudget): apiVersion: PodDisruptionBudget must be policy/v1, "
+        "got 'policy/v1beta1'",
+        id="old-api-version",
+    ),
+    pytest.param(
+        [{"apiVersion": "scheduling.example.com/v1", "kind": "PodGroup", "metadata": {"name": "g"}}],
+        "document 1 (PodGroup): apiVersion: PodGroup must be scheduling.sigs.k8s.io/v1alpha1 or "
+        "scheduling.x-k8s.io/v1alpha1",
+        id="podgroup-unknown-group",
+    ),
+    pytest.param(
+        [{"kind": "Node", "metadata": {"name": "n"}}],
+        "document 1 (Node): apiVersion: Node must be v1, missing",
+        id="no-api-version",
+    ),
+    pytest.param(
+        [node("n"), {"apiVersion": "v1", "kind": "Pod", "metadata": {}}],
+        "document 2 (Pod): metadata.name: every object needs a name",
+        id="no-name",
+    ),
+    pytest.param(
+        [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": 7}}],
+        "document 1 (Pod): metadata.name: must be a string, got 7",
+        id="name-not-string",
+    ),
+    pytest.param(
+        [{"apiVersion": "v1", "kind": "Pod", "metadata": ["x"]}],
+        "document 1 (Pod): metadata: expected an object, got a list",
+        id="metadata-not-mapping",
+    ),
+    pytest.param(
+        [{"apiVersion": "v1", "kind": "Pod"}], "document 1 (Pod): metadata: missing", id="no-metadata"
+    ),
     pytest.param([["not", "an", "object"]], "document 1: expected an object, got a list", id="not-an-object"),
-    pytest.param([pod("p", namespace="team"), pod("p", namespace="team")],
-                 "document 2 (Pod team/p): metadata.name: Pod team/p is already defined (",
-                 id="duplicate-pod"),
-    pytest.param([node("n"), node("n")], "document 2 (Node n): metadata.name: Node n is already defined (",
-                 id="duplicate-node"),
-    pytest.param([pod("web-0", namespace="team"), workload("Deployment", "web")],
-                 "document 2 (Deployment team/web): metadata.name: it would create Pod team/web-0, which is "
-                 "already defined (", id="stamped-pod-collides"),
-    pytest.param([pod("p", priorityClassName="missing")],
-                 "document 1 (Pod default/p): spec.priorityClassName: no PriorityClass with name missing "
-                 "was found",
-                 id="unknown-priority-class"),
-    pytest.param([node("n"), workload("ReplicaSet", "rs", {"priorityClassName": "missing"})],
-                 "document 2 (ReplicaSet team/rs): spec.template.spec.priorityClassName: "
-                 "no PriorityClass with name missing was found", id="unknown-priority-class-in-template"),
-    pytest.param([priority_class("high", 100), pod("p", priorityClassName="high", priority=5)],
-                 "document 2 (Pod default/p): spec.priority: the integer value of priority (5) must not be "
-                 "provided in pod spec; priority admission controller computed 100 from the given "
-                 "PriorityClass name", id="priority-disagrees-with-class"),
-    pytest.param([pod("p", priority=5)],
-                 "document 1 (Pod default/p): spec.priority: the integer value of priority (5) must not be "
-                 "provided in pod spec; priority admission controller computed 0",
-                 id="priority-without-class"),
-    pytest.param([priority_class("high", 100), pod("p", priorityClassName="high", preemptionPolicy="Never")],
-                 "document 2 (Pod default/p): spec.preemptionPolicy: the string value of "
-                 "PreemptionPolicy (Never) must not be provided in pod spec",
-                 id="preemption-policy-disagrees"),
-    pytest.param([priority_class("a", 1, globalDefault=True), priority_class("b", 2, globalDefault=True)],
-                 "document 2 (PriorityClass b): globalDefault: PriorityClass a (", id="two-global-defaults"),
-    pytest.param([priority_class("high", "x")], "document 1 (PriorityClass high): value: must be an integer",
-                 id="priority-class-value"),
-    pytest.param([priority_class("system-mine", 5)],
-                 "document 1 (PriorityClass system-mine): metadata.name: priority class names with 'system-' "
-                 "prefix are reserved", id="system-prefix"),
-    pytest.param([priority_class("system-node-critical", 5)],
-                 "document 1 (PriorityClass system-node-critical): value: system-node-critical is built in",
-                 id="builtin-changed"),
-    pytest.param([{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}, "spec": {}}],
-                 "document 1 (Deployment default/d): spec.template: missing", id="workload-without-template"),
-    pytest.param([{"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "s"}}],
-                 "document 1 (StatefulSet default/s): spec: missing", id="workload-without-spec"),
-    pytest.param([workload("ReplicaSet", "rs", replicas=-1)],
-                 "document 1 (ReplicaSet team/rs): spec.replicas: must be a non-negative integer, got -1",
-                 id="negative-replicas"),
-    pytest.param([workload("Job", "j", parallelism="two")],
-                 "document 1 (Job team/j): spec.parallelism: must be a non-negative integer, got 'two'",
-                 id="parallelism-not-int"),
-    pytest.param([{"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "b"},
-                   "spec": {"minAvailable": "lots"}}],
-                 "document 1 (PodDisruptionBudget default/b): spec.minAvailable: "
-                 "must be a non-negative integer",
-                 id="pdb-spec"),
-    pytest.param([{"apiVersion": "v1", "kind": "List", "items": [node("a"), node("b", cpu="x")]}],
-                 "document 1 (Node b): items[1].status.allocatable.cpu: quantity \"x\"", id="list-item"),
-    pytest.param([{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": 3}}],
-                 "document 1 (Pod p): metadata.namespace: must be a string, got 3",
-                 id="namespace-not-string"),
+    pytest.param(
+        [pod("p", namespace="team"), pod("p", namespace="team")],
+        "document 2 (Pod team/p): metadata.name: Pod team/p is already defined (",
+        id="duplicate-pod",
+    ),
+    pytest.param(
+        [node("n"), node("n")],
+        "document 2 (Node n): metadata.name: Node n is already defined (",
+        id="duplicate-node",
+    ),
+    pytest.param(
+        [pod("web-0", namespace="team"), workload("Deployment", "web")],
+        "document 2 (Deployment team/web): metadata.name: it would create Pod team/web-0, which is "
+        "already defined (",
+        id="stamped-pod-collides",
+    ),
+    pytest.param(
+        [pod("p", priorityClassName="missing")],
+        "document 1 (Pod default/p): spec.priorityClassName: no PriorityClass with name missing was found",
+        id="unknown-priority-class",
+    ),
+    pytest.param(
+        [node("n"), workload("ReplicaSet", "rs", {"priorityClassName": "missing"})],
+        "document 2 (ReplicaSet team/rs): spec.template.spec.priorityClassName: "
+        "no PriorityClass with name missing was found",
+        id="unknown-priority-class-in-template",
+    ),
+    pytest.param(
+        [priority_class("high", 100), pod("p", priorityClassName="high", priority=5)],
+        "document 2 (Pod default/p): spec.priority: the integer value of priority (5) must not be "
+        "provided in pod spec; priority admission controller computed 100 from the given "
+        "PriorityClass name",
+        id="priority-disagrees-with-class",
+    ),
+    pytest.param(
+        [pod("p", priority=5)],
+        "document 1 (Pod default/p): spec.priority: the integer value of priority (5) must not be "
+        "provided in pod spec; priority admission controller computed 0",
+        id="priority-without-class",
+    ),
+    pytest.param(
+        [priority_class("high", 100), pod("p", priorityClassName="high", preemptionPolicy="Never")],
+        "document 2 (Pod default/p): spec.preemptionPolicy: the string value of "
+        "PreemptionPolicy (Never) must not be provided in pod spec",
+        id="preemption-policy-disagrees",
+    ),
+    pytest.param(
+        [priority_class("a", 1, globalDefault=True), priority_class("b", 2, globalDefault=True)],
+        "document 2 (PriorityClass b): globalDefault: PriorityClass a (",
+        id="two-global-defaults",
+    ),
+    pytest.param(
+        [priority_class("high", "x")],
+        "document 1 (PriorityClass high): value: must be an integer",
+        id="priority-class-value",
+    ),
+    pytest.param(
+        [priority_class("system-mine", 5)],
+        "document 1 (PriorityClass system-mine): metadata.name: priority class names with 'system-' "
+        "prefix are reserved",
+        id="system-prefix",
+    ),
+    pytest.param(
+        [priority_class("system-node-critical", 5)],
+        "document 1 (PriorityClass system-node-critical): value: system-node-critical is built in",
+        id="builtin-changed",
+    ),
+    pytest.param(
+        [{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}, "spec": {}}],
+        "document 1 (Deployment default/d): spec.template: missing",
+        id="workload-without-template",
+    ),
+    pytest.param(
+        [{"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "s"}}],
+        "document 1 (StatefulSet default/s): spec: missing",
+        id="workload-without-spec",
+    ),
+    pytest.param(
+        [workload("ReplicaSet", "rs", replicas=-1)],
+        "document 1 (ReplicaSet team/rs): spec.replicas: must be a non-negative integer, got -1",
+        id="negative-replicas",
+    ),
+    pytest.param(
+        [workload("Job", "j", parallelism="two")],
+        "document 1 (Job team/j): spec.parallelism: must be a non-negative integer, got 'two'",
+        id="parallelism-not-int",
+    ),
+    pytest.param(
+        [
+            {
+                "apiVersion": "policy/v1",
+                "kind": "PodDisruptionBudget",
+                "metadata": {"name": "b"},
+                "spec": {"minAvailable": "lots"},
+            }
+        ],
+        "document 1 (PodDisruptionBudget default/b): spec.minAvailable: must be a non-negative integer",
+        id="pdb-spec",
+    ),
+    pytest.param(
+        [{"apiVersion": "v1", "kind": "List", "items": [node("a"), node("b", cpu="x")]}],
+        'document 1 (Node b): items[1].status.allocatable.cpu: quantity "x"',
+        id="list-item",
+    ),
+    pytest.param(
+        [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": 3}}],
+        "document 1 (Pod p): metadata.namespace: must be a string, got 3",
+        id="namespace-not-string",
+    ),
 ]
 
 
@@ -456,7 +617,11 @@ def test_error_fields_are_structured(tmp_path: Path) -> None:
         load_scenario([path])
     err = info.value
     assert (err.file, err.document, err.field, err.kind, err.name) == (
-        path, 2, "status.allocatable.cpu", "Node", "gpu-1"
+        path,
+        2,
+        "status.allocatable.cpu",
+        "Node",
+        "gpu-1",
     )
     assert isinstance(err, ValueError)
     assert str(pickle.loads(pickle.dumps(err))) == str(err)
@@ -486,15 +651,23 @@ def test_error_in_stdin_is_named_stdin() -> None:
 @pytest.mark.parametrize(
     ("setup", "message"),
     [
-        pytest.param(lambda d: [str(d / "missing.yaml")], "missing.yaml: no such file or directory",
-                     id="missing"),
+        pytest.param(
+            lambda d: [str(d / "missing.yaml")], "missing.yaml: no such file or directory", id="missing"
+        ),
         pytest.param(lambda d: [], "no input", id="no-paths"),
-        pytest.param(lambda d: [write(d / "empty.yaml", None)], "empty.yaml: the input holds no objects",
-                     id="only-empty-documents"),
-        pytest.param(lambda d: [str(d)], "the directory holds no *.yaml or *.yml files",
-                     id="empty-directory"),
-        pytest.param(lambda d: [write(d / "l.yaml", {"apiVersion": "v1", "kind": "List", "items": []})],
-                     "the input holds no objects", id="empty-list"),
+        pytest.param(
+            lambda d: [write(d / "empty.yaml", None)],
+            "empty.yaml: the input holds no objects",
+            id="only-empty-documents",
+        ),
+        pytest.param(
+            lambda d: [str(d)], "the directory holds no *.yaml or *.yml files", id="empty-directory"
+        ),
+        pytest.param(
+            lambda d: [write(d / "l.yaml", {"apiVersion": "v1", "kind": "List", "items": []})],
+            "the input holds no objects",
+            id="empty-list",
+        ),
     ],
 )
 def test_missing_or_empty_input(tmp_path: Path, setup: Any, message: str) -> None:
@@ -506,4 +679,3 @@ def test_missing_or_empty_input(tmp_path: Path, setup: Any, message: str) -> Non
 def test_empty_stdin_is_an_error() -> None:
     with pytest.raises(ScenarioError, match="no objects"):
         load_scenario(["-"], stdin=io.StringIO(""))
-

@@ -102,7 +102,7 @@ def _group_ids(value: str | None, own_id: str, where: str) -> tuple[str, ...]:
     except json.JSONDecodeError as err:
         raise SpecError(where, f"{value!r} is not a JSON array of gang ids: {err.msg}") from None
     if not isinstance(parsed, list) or not all(isinstance(x, str) and x for x in parsed):
-        raise SpecError(where, f"{value!r} must be a JSON array of \"namespace/name\" strings")
+        raise SpecError(where, f'{value!r} must be a JSON array of "namespace/name" strings')
     for gid in parsed:
         if gid.count("/") != 1 or gid.startswith("/") or gid.endswith("/"):
             raise SpecError(where, f"gang id {gid!r} in {value!r} is not of the form namespace/name")
@@ -125,7 +125,11 @@ def _common_annotations(
     if not policy:
         policy = default_match_policy
     elif policy not in MATCH_POLICIES:
-        key = ANNOTATION_MATCH_POLICY if annotations.get(ANNOTATION_MATCH_POLICY) else ANNOTATION_MATCH_POLICY_ALIAS
+        key = (
+            ANNOTATION_MATCH_POLICY
+            if annotations.get(ANNOTATION_MATCH_POLICY)
+            else ANNOTATION_MATCH_POLICY_ALIAS
+        )
         raise SpecError(f"annotation {key}", f"{policy!r} must be one of {', '.join(MATCH_POLICIES)}")
     group = _group_ids(annotations.get(ANNOTATION_GROUPS), own_id, f"annotation {ANNOTATION_GROUPS}")
     topology = annotations.get(ANNOTATION_TOPOLOGY_SPEC)
@@ -147,8 +151,9 @@ def spec_from_pod(pod: Pod, m: Membership, default_match_policy: str) -> GangSpe
         wait = parse_duration(raw_wait, f"annotation {ANNOTATION_WAITING_TIME}")
         if wait <= 0:
             raise SpecError(f"annotation {ANNOTATION_WAITING_TIME}", f"{raw_wait!r} must be positive")
-    total, mode, policy, group, topology = _common_annotations(annotations, m.gang_id, default_match_policy,
-                                                                min_member)
+    total, mode, policy, group, topology = _common_annotations(
+        annotations, m.gang_id, default_match_policy, min_member
+    )
     return GangSpec(min_member, total, mode, policy, wait, group, topology)
 
 
@@ -161,8 +166,9 @@ def spec_from_podgroup(pg: PodGroup, default_match_policy: str) -> GangSpec:
     if pg.api_group == X_K8S_GROUP:
         # scheduler-plugins' PodGroup has no modes or groups; its failures follow the reject percentage
         return GangSpec(pg.min_member, pg.min_member, STRICT, WAITING_AND_RUNNING, wait, (own,), None)
-    total, mode, policy, group, topology = _common_annotations(pg.annotations, own, default_match_policy,
-                                                                pg.min_member)
+    total, mode, policy, group, topology = _common_annotations(
+        pg.annotations, own, default_match_policy, pg.min_member
+    )
     return GangSpec(pg.min_member, total, mode, policy, wait, group, topology)
 
 

@@ -139,7 +139,8 @@ class Coscheduling(Plugin):
             if other is None:
                 continue
             pending = [
-                self.registry.pods[k] for k in other.children
+                self.registry.pods[k]
+                for k in other.children
                 if k not in other.bound and k not in other.waiting and k in self.registry.pods
             ]
             members.extend(sorted(pending, key=member_order_key))
@@ -148,7 +149,12 @@ class Coscheduling(Plugin):
     def stops_on_failure(self, pod: Pod) -> bool:
         """A Strict gang is rolled back at its first failure, so the rest of the pass is moot."""
         gang = self.registry.gang(pod)
-        return gang is not None and gang.spec is not None and gang.source != FROM_X_K8S and gang.spec.mode != NON_STRICT
+        return (
+            gang is not None
+            and gang.spec is not None
+            and gang.source != FROM_X_K8S
+            and gang.spec.mode != NON_STRICT
+        )
 
     def valid_for_permit(self, gang: Gang) -> bool:
         if not gang.initialized or gang.spec is None:
@@ -195,7 +201,9 @@ class Coscheduling(Plugin):
         if gang.source == FROM_X_K8S and gang.spec is not None:
             assigned = len(gang.waiting) + len(gang.bound)
             gap = (gang.spec.min_member - assigned) / max(gang.spec.min_member, 1)
-            keep_waiting = assigned >= gang.spec.min_member or gap <= self.cargs.pod_group_reject_percentage / 100
+            keep_waiting = (
+                assigned >= gang.spec.min_member or gap <= self.cargs.pod_group_reject_percentage / 100
+            )
         elif gang.spec is not None and (gang.spec.mode == NON_STRICT or not result.failed):
             # NonStrict keeps what it placed; so does a Strict gang when nothing failed and it is
             # only short of members that are not here yet: they join through Permit until timeout
@@ -206,7 +214,11 @@ class Coscheduling(Plugin):
                 if g is None:
                     continue
                 g.last_failure = now
-                if self.cargs.pod_group_backoff_seconds > 0 and g.spec and len(g.children) >= g.spec.min_member:
+                if (
+                    self.cargs.pod_group_backoff_seconds > 0
+                    and g.spec
+                    and len(g.children) >= g.spec.min_member
+                ):
                     g.backoff_until = now + self.cargs.pod_group_backoff_seconds
         self.registry.messages[gang.group_id] = message
         return message
@@ -261,7 +273,10 @@ class Coscheduling(Plugin):
         if self.registry.once_satisfied(gang) or gang.spec is None:
             return
         if gang.source == FROM_X_K8S or gang.spec.mode != NON_STRICT:
-            message = self.registry.messages.get(gang.group_id) or f"gang {gang.id} gets rejected because {pod.key} was unreserved"
+            message = (
+                self.registry.messages.get(gang.group_id)
+                or f"gang {gang.id} gets rejected because {pod.key} was unreserved"
+            )
             self.reject_group(gang, message)
 
     # ----------------------------------------------------------------------------- Permit
@@ -275,7 +290,9 @@ class Coscheduling(Plugin):
         if self._group_valid(gang):
             self._allow_group(gang)
             return None, 0.0
-        return Status(Code.WAIT, (f"waiting for gang {gang.id} to reach its minimum",), NAME), self.wait_seconds(gang)
+        return Status(
+            Code.WAIT, (f"waiting for gang {gang.id} to reach its minimum",), NAME
+        ), self.wait_seconds(gang)
 
     # ----------------------------------------------------------------------------- binding
     def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> list[tuple[str, str]] | None:
@@ -285,8 +302,12 @@ class Coscheduling(Plugin):
         members = self._binding_members.get(gang.group_id, frozenset())
         if len(members) > 1 and pod.key in members:
             count = str(len(members))
-            return [(BIND_GANG_GROUP_ID, gang.group_id), (BIND_GANG_MEMBER_COUNT, count),
-                    (BIND_GANG_GROUP_ID_DEPRECATED, gang.group_id), (BIND_GANG_MEMBER_COUNT_DEPRECATED, count)]
+            return [
+                (BIND_GANG_GROUP_ID, gang.group_id),
+                (BIND_GANG_MEMBER_COUNT, count),
+                (BIND_GANG_GROUP_ID_DEPRECATED, gang.group_id),
+                (BIND_GANG_MEMBER_COUNT_DEPRECATED, count),
+            ]
         return None
 
     def post_bind(self, state: CycleState, pod: Pod, node_name: str) -> None:
@@ -296,4 +317,3 @@ class Coscheduling(Plugin):
         gang.waiting.discard(pod.key)
         gang.bound.add(pod.key)
         self.registry.satisfied.add(gang.group_id)
-

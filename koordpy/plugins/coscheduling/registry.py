@@ -149,8 +149,11 @@ class GangRegistry:
         return [self.gangs.get(gid) for gid in gang.group]
 
     def once_satisfied(self, gang: Gang) -> bool:
-        return (gang.spec is not None and gang.spec.match_policy == ONCE_SATISFIED
-                and gang.group_id in self.satisfied)
+        return (
+            gang.spec is not None
+            and gang.spec.match_policy == ONCE_SATISFIED
+            and gang.group_id in self.satisfied
+        )
 
     def readiness(self, pod: Pod) -> Verdict | None:
         """None when the pod may be scheduled now; otherwise why not (bad input, or waiting)."""
@@ -170,7 +173,8 @@ class GangRegistry:
         for gid, other in zip(gang.group, self.group(gang), strict=True):
             if other is None or (other.spec is None and other.error is None and not other.children):
                 return Verdict(
-                    f"gang {gang.id}: annotation {ANNOTATION_GROUPS} names gang {gid}, which does not exist", True
+                    f"gang {gang.id}: annotation {ANNOTATION_GROUPS} names gang {gid}, which does not exist",
+                    True,
                 )
             if other.error is not None:
                 return Verdict(f"gang {gang.id}: member gang {gid} is invalid: {other.error}", True)
@@ -184,7 +188,8 @@ class GangRegistry:
         for other in self.group(gang):
             if other is not None and other.backoff_until > now:
                 return Verdict(
-                    f"gang {other.id} failed recently and backs off for {other.backoff_until - now:.0f}s", False
+                    f"gang {other.id} failed recently and backs off for {other.backoff_until - now:.0f}s",
+                    False,
                 )
         return None
 
