@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build the binaries of the end-to-end test control plane (kube-apiserver,
-# etcd, kwok) from Go modules into a cache directory outside the repository:
+# etcd, kwok), and helm for the chart tests, from Go modules into a cache
+# directory outside the repository:
 #
 #     ${KOORDPY_CACHE_DIR:-$HOME/.cache/koordpy}/bin
 #
@@ -30,6 +31,9 @@ JOBS="${KOORDPY_BUILD_JOBS:-2}"
 K8S_COMPONENTS=(kube-apiserver)
 
 KWOK_VERSION="v0.7.0"
+# helm renders and lints charts/koordpy in tests/e2e/test_chart.py. A release
+# whose go.mod has no replace directives, so `go install pkg@version` works.
+HELM_VERSION="v3.22.0"
 
 FORCE=0
 CHECK=0
@@ -60,6 +64,7 @@ hash_files() { cat "$@" 2>/dev/null | sha256sum | cut -c1-16; }
 KUBE_STAMP="k8s.io/kubernetes $K8S_VERSION $(hash_files "$HERE/kube/go.mod" "$HERE/kube/go.sum")"
 ETCD_STAMP="go.etcd.io/etcd/server/v3 $ETCD_VERSION $(hash_files "$HERE/etcd/go.mod" "$HERE/etcd/go.sum")"
 KWOK_STAMP="sigs.k8s.io/kwok $KWOK_VERSION"
+HELM_STAMP="helm.sh/helm/v3 $HELM_VERSION"
 
 stamp_file() { echo "$BIN_DIR/.$1.stamp"; }
 
@@ -74,6 +79,7 @@ if [[ $CHECK -eq 1 ]]; then
     for c in "${K8S_COMPONENTS[@]}"; do up_to_date "$c" "$KUBE_STAMP" || { log "out of date: $c"; missing=1; }; done
     up_to_date etcd "$ETCD_STAMP" || { log "out of date: etcd"; missing=1; }
     up_to_date kwok "$KWOK_STAMP" || { log "out of date: kwok"; missing=1; }
+    up_to_date helm "$HELM_STAMP" || { log "out of date: helm"; missing=1; }
     [[ $missing -eq 0 ]] && log "all binaries up to date in $BIN_DIR"
     exit $missing
 fi
@@ -160,6 +166,20 @@ else
         env -C "$STAGE" GOFLAGS= GOBIN="$STAGE" \
         go install -p "$JOBS" -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
     install_bin kwok "$KWOK_STAMP"
+    built=1
+fi
+
+# --- helm ----------------------------------------------------------------------
+if up_to_date helm "$HELM_STAMP"; then
+    log "helm $HELM_VERSION: up to date"
+else
+    # the version is stamped into the binary as the release Makefile does
+    run_step "building helm $HELM_VERSION" \
+        env -C "$STAGE" GOFLAGS= GOBIN="$STAGE" \
+        go install -p "$JOBS" -trimpath \
+        -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" \
+        "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+    install_bin helm "$HELM_STAMP"
     built=1
 fi
 

@@ -264,4 +264,10 @@ def render_table(report: Report) -> str:
         )
     lines.append("")
     lines.append(summary_line(report))
+    frag = report.extras.get("fragmentation")
+    if isinstance(frag, dict) and frag.get("commonRequest"):
+        lines.append(
+            f"{frag['resource']}: {frag['idle']} idle, {frag['fragmented']} fragmented "
+            f"(idle on nodes that can no longer take a {frag['commonRequest']}-GPU pod, the most common size)"
+        )
     return "\n".join(lines) + "\n"

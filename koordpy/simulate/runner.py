@@ -10,6 +10,7 @@ from koordpy.framework.clock import VirtualClock
 from koordpy.plugins import registry
 from koordpy.scheduler import Scheduler
 from koordpy.simulate.gangs import add_pod_groups
+from koordpy.status.fragmentation import GPU, fragmentation
 from koordpy.simulate.loader import Scenario
 from koordpy.simulate.report import PodGroupResult, PodResult, PreemptionResult, Report
 
@@ -59,6 +60,20 @@ def simulate(
     return build_report(world, scenario)
 
 
+def add_fragmentation(world: MemoryCluster, report: Report) -> None:
+    """The GPU fragmentation figure, when the cluster has GPUs (see koordpy.status.fragmentation)."""
+    snap = world.scheduler.cache.snapshot
+    col = snap.resource_col.get(GPU)
+    if col is None:
+        return
+    rows = snap.live_rows()
+    if not snap.allocatable[rows, col].any():
+        return
+    nodes = zip(snap.allocatable[rows, col].tolist(), snap.requested[rows, col].tolist(), strict=True)
+    requests = [p.requests.get(GPU, 0) for k, p in world.views.items() if k not in world.deleted]
+    report.extras["fragmentation"] = fragmentation(nodes, requests).to_dict()
+
+
 def build_report(world: MemoryCluster, scenario: Scenario) -> Report:
     sched = world.scheduler
     evicted = {e.victim: e for e in world.evictions}
@@ -102,6 +117,7 @@ def build_report(world: MemoryCluster, scenario: Scenario) -> Report:
         extras={},
     )
     add_pod_groups(world, scenario, report)
+    add_fragmentation(world, report)
     for hook in REPORT_HOOKS:
         hook(world, scenario, report)
     return report
