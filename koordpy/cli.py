@@ -177,6 +177,28 @@ def _add_run_command(sub: Any) -> None:
 _EXTRA_COMMANDS.append(_add_run_command)
 
 
+def cmd_operators(args: argparse.Namespace) -> int:
+    import logging
+
+    from operators import main as run_operators
+
+    logging.basicConfig(level=args.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return run_operators(args.kubeconfig, args.context)
+
+
+def _add_operators_command(sub: Any) -> None:
+    ops = sub.add_parser("operators", help="keep PodGroup and ClusterNetworkTopology status up to date")
+    ops.add_argument("--kubeconfig",
+                     help="kubeconfig file (default: in-cluster, then $KUBECONFIG or ~/.kube/config)")
+    ops.add_argument("--context", help="kubeconfig context to use")
+    ops.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    ops.set_defaults(func=cmd_operators)
+
+
+_EXTRA_COMMANDS.append(_add_operators_command)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -284,7 +284,10 @@ class Scheduler:
         self.nominator.remove(pod)
         self.outcomes.pop(pod.key, None)
         binding = self.bindings.get(pod.key)
-        if binding is not None and not self.cache.is_assumed(pod.key):
+        # On a cluster the watch often shows our own binding (and the kubelet's next status
+        # update) before the binding call returns: only a binding to another node is someone
+        # else's, and ours still ends in binding_done()
+        if binding is not None and not self.cache.is_assumed(pod.key) and binding.node_name != pod.node_name:
             self.bindings.pop(pod.key, None)
         if pod.is_terminal:
             # a finished pod releases its resources; a terminating one keeps them until deleted
@@ -648,7 +651,10 @@ class Scheduler:
             return
         profile.run_unreserve(binding.state, pod, node)
         self.cache.forget_pod(pod)
-        if key not in self.pods:
+        current = self.pods.get(key)
+        if current is None or current.node_name:
+            # deleted, or bound by someone else meanwhile (another scheduler, a previous leader):
+            # nothing to retry
             queue.done(key)
             return
         st = Status(Code.ERROR, (f"binding rejected: {error}",), "DefaultBinder")

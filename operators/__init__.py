@@ -1,0 +1,262 @@
+"""koordpy's operators, built on kopf: PodGroup status (`operators.podgroup`) and the
+ClusterNetworkTopology's `status.detailStatus` (`operators.topology`).
+
+They run embedded in another program's event loop (`koordpy run` awaits `run_operators`) or on
+their own (`koordpy operators`, through `main`). Either way the program that runs them owns the
+process: kopf gets a stop flag instead of the signals, and its shutdown touches only its own tasks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import kopf
+from kubernetes_asyncio import client, config
+
+from operators import podgroup, topology
+from operators.podgroup import PodGroupController
+from operators.topology import TopologyController
+
+__all__ = ["load_client_configuration", "main", "operator_settings", "register", "run_operators"]
+
+logger = logging.getLogger("koordpy.operators")
+
+
+def register(registry: kopf.OperatorRegistry) -> None:
+    """Every handler of the operators. The memo given to kopf must hold a PodGroupController and a
+    TopologyController under `podgroup.MEMO_KEY` and `topology.MEMO_KEY` (run_operators does this)."""
+    podgroup.register(registry)
+    topology.register(registry)
+
+
+async def load_client_configuration(
+    kubeconfig: str | None, context: str | None = None
+) -> client.Configuration:
+    """The API client configuration: the kubeconfig when one is given, else the pod's service
+    account inside a cluster, else $KUBECONFIG or ~/.kube/config (as `koordpy run` connects)."""
+    if kubeconfig is not None and not os.path.exists(kubeconfig):
+        # the client library would report a missing file as a kubeconfig without a context
+        raise FileNotFoundError(f"kubeconfig {kubeconfig} does not exist")
+    configuration = client.Configuration()
+    if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        config.load_incluster_config(client_configuration=configuration)
+    else:
+        # persist_config=False: a refreshed token must not be written back into the user's file
+        await config.load_kube_config(
+            config_file=kubeconfig, context=context, client_configuration=configuration, persist_config=False
+        )
+    return configuration
+
+
+async def connection_info(configuration: client.Configuration) -> kopf.ConnectionInfo:
+    """kopf's view of the same credentials, with the token refreshed (service account tokens and
+    exec plugins rotate theirs)."""
+    authorization = await configuration.get_api_key_with_prefix("BearerToken")
+    token = username = password = None
+    scheme = None
+    if authorization:
+        scheme, _, value = str(authorization).partition(" ")
+        if scheme.lower() == "basic":
+            username, _, password = base64.b64decode(value).decode().partition(":")
+            scheme = None
+        else:
+            token = value
+    elif configuration.username:
+        username, password = configuration.username, configuration.password
+    return kopf.ConnectionInfo(
+        server=str(configuration.host),
+        ca_path=configuration.ssl_ca_cert or None,
+        insecure=not configuration.verify_ssl,
+        scheme=scheme if token else None,
+        token=token,
+        username=username,
+        password=password,
+        certificate_path=configuration.cert_file or None,
+        private_key_path=configuration.key_file or None,
+        proxy_url=configuration.proxy or None,
+    )
+
+
+def operator_settings() -> kopf.OperatorSettings:
+    settings = kopf.OperatorSettings()
+    # one instance per scheduler; `koordpy run` elects its leader with its own Lease
+    settings.peering.standalone = True
+    # the handlers would otherwise post a Kubernetes Event for every log line on pods and nodes
+    settings.posting.enabled = False
+    # kopf's last-resort SIGKILL would take the embedding scheduler down with it
+    settings.process.ultimate_exiting_timeout = None
+    return settings
+
+
+class _EventHandlerSuccessFilter(logging.Filter):
+    """Drops kopf's INFO line for every handled event: the handlers here run on every change of
+    every pod and node, and would flood the log with "Handler '...' succeeded."."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.levelno == logging.INFO and record.getMessage().endswith(" succeeded."))
+
+
+def _quiet_event_handler_logs() -> None:
+    objects_logger = logging.getLogger("kopf.objects")
+    if not any(isinstance(f, _EventHandlerSuccessFilter) for f in objects_logger.filters):
+        objects_logger.addFilter(_EventHandlerSuccessFilter())
+
+
+@contextlib.contextmanager
+def _signal_handlers_kept() -> Iterator[None]:
+    """Undo the SIGINT/SIGTERM handlers kopf installs on startup: they would stop kopf alone and
+    take the signals from the program that embeds it."""
+    loop = asyncio.get_running_loop()
+    watched = (signal.SIGINT, signal.SIGTERM)
+    # asyncio keeps the loop's handlers in a private map; without it only Python handlers return
+    loop_handlers = dict(getattr(loop, "_signal_handlers", None) or {})
+    python_handlers = {sig: signal.getsignal(sig) for sig in watched}
+    try:
+        yield
+    finally:
+        if threading.current_thread() is threading.main_thread():
+            for sig in watched:
+                with contextlib.suppress(Exception):
+                    loop.remove_signal_handler(sig)
+                handle = loop_handlers.get(sig)
+                callback = getattr(handle, "_callback", None)
+                if callback is not None:
+                    loop.add_signal_handler(sig, callback, *getattr(handle, "_args", ()))
+                elif python_handlers[sig] is not None:
+                    signal.signal(sig, python_handlers[sig])
+
+
+async def _stop(tasks: set[asyncio.Task[Any]], timeout: float, what: str) -> None:
+    pending = {t for t in tasks if not t.done()}
+    for task in pending:
+        task.cancel()
+    if pending:
+        _, stuck = await asyncio.wait(pending, timeout=timeout)
+        if stuck:
+            logger.warning(
+                "%d %s task(s) did not stop within %.0fs: %s",
+                len(stuck),
+                what,
+                timeout,
+                ", ".join(sorted(t.get_name() for t in stuck)),
+            )
+    for task in tasks:
+        if task.done() and not task.cancelled():
+            # retrieved here so that asyncio does not report it as never retrieved
+            task.exception()
+
+
+async def _serve(
+    stop: asyncio.Event,
+    tasks: set[asyncio.Task[Any]],
+    kopf_ready: asyncio.Event,
+    ready: asyncio.Event | None,
+) -> None:
+    stopping = asyncio.create_task(stop.wait(), name="operators stop")
+    started = asyncio.create_task(kopf_ready.wait(), name="operators ready")
+    waiting: set[asyncio.Task[Any]] = {*tasks, stopping, started}
+    try:
+        while True:
+            done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+            if started in done:
+                waiting.discard(started)
+                logger.info("operators started: PodGroup status, ClusterNetworkTopology status")
+                if ready is not None:
+                    ready.set()
+            if stopping in done:
+                return
+            ended = done & tasks
+            if ended:
+                task = ended.pop()
+                error = None if task.cancelled() else task.exception()
+                raise RuntimeError(
+                    f"the operators stopped unexpectedly: {task.get_name()} ended"
+                    + (f": {error!r}" if error else "")
+                ) from error
+    finally:
+        for waiter in (stopping, started):
+            waiter.cancel()
+
+
+async def run_operators(
+    kubeconfig: str | None,
+    stop: asyncio.Event,
+    ready: asyncio.Event | None = None,
+    *,
+    context: str | None = None,
+    shutdown_timeout: float = 10.0,
+) -> None:
+    """Run the operators on the running event loop until `stop` is set.
+
+    `ready` is set once kopf has started (its handlers then receive the cluster's objects). Returns
+    after kopf and the status workers have stopped; raises when they stop by themselves (a failed
+    login, say). Never installs signal handlers and never cancels tasks it did not start."""
+    configuration = await load_client_configuration(kubeconfig, context)
+    _quiet_event_handler_logs()
+    registry = kopf.OperatorRegistry()
+    register(registry)
+
+    @kopf.on.login(id="koordpy-login", registry=registry)
+    async def login(**_: Any) -> kopf.ConnectionInfo:
+        return await connection_info(configuration)
+
+    async with client.ApiClient(configuration=configuration) as api:
+        podgroups = PodGroupController(api)
+        topologies = TopologyController(api)
+        memo = kopf.Memo({podgroup.MEMO_KEY: podgroups, topology.MEMO_KEY: topologies})
+        kopf_stop = asyncio.Event()
+        kopf_ready = asyncio.Event()
+        with _signal_handlers_kept():
+            root_tasks = set(
+                await kopf.spawn_tasks(
+                    registry=registry,
+                    settings=operator_settings(),
+                    standalone=True,
+                    clusterwide=True,
+                    stop_flag=kopf_stop,
+                    ready_flag=kopf_ready,
+                    memo=memo,
+                )
+            )
+        workers = {
+            asyncio.create_task(podgroups.run(), name="podgroup status"),
+            asyncio.create_task(topologies.run(), name="topology status"),
+        }
+        try:
+            await _serve(stop, root_tasks | workers, kopf_ready, ready)
+        finally:
+            kopf_stop.set()
+            # kopf's root tasks wind down on cancellation: streams close, then its cleanup runs
+            await _stop(root_tasks, shutdown_timeout, "kopf")
+            await _stop(workers, shutdown_timeout, "status")
+            logger.info("operators stopped")
+
+
+def main(kubeconfig: str | None, context: str | None = None) -> int:
+    """`koordpy operators`: run until SIGINT or SIGTERM."""
+
+    async def serve() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await run_operators(kubeconfig, stop, context=context)
+
+    try:
+        asyncio.run(serve())
+    except (config.ConfigException, FileNotFoundError) as err:
+        print(f"koordpy: cannot load the cluster configuration: {err}", file=sys.stderr)
+        return 2
+    except (OSError, RuntimeError) as err:
+        logger.error("%s", err)
+        return 1
+    return 0

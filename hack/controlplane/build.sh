@@ -64,7 +64,7 @@ hash_files() { cat "$@" 2>/dev/null | sha256sum | cut -c1-16; }
 KUBE_STAMP="k8s.io/kubernetes $K8S_VERSION $(hash_files "$HERE/kube/go.mod" "$HERE/kube/go.sum")"
 ETCD_STAMP="go.etcd.io/etcd/server/v3 $ETCD_VERSION $(hash_files "$HERE/etcd/go.mod" "$HERE/etcd/go.sum")"
 KWOK_STAMP="sigs.k8s.io/kwok $KWOK_VERSION"
-HELM_STAMP="helm.sh/helm/v3 $HELM_VERSION"
+HELM_STAMP="helm.sh/helm/v3 $HELM_VERSION, Kubernetes version of its client-go"
 
 stamp_file() { echo "$BIN_DIR/.$1.stamp"; }
 
@@ -112,7 +112,7 @@ run_step() { # <description> <command...>
     local desc="$1"; shift
     local start=$SECONDS
     log "$desc ..."
-    if ! "$@"; then
+    if ! ( "$@" ); then
         die "$desc failed after $((SECONDS - start))s"
     fi
     log "$desc: done in $((SECONDS - start))s"
@@ -139,9 +139,13 @@ if (( ${#kube_todo[@]} > 0 )); then
     done
     pkgs=()
     for c in "${kube_todo[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
-    run_step "building ${kube_todo[*]} $K8S_VERSION" \
-        env -C "$HERE/kube" GOFLAGS=-mod=mod \
-        go build -p "$JOBS" -trimpath -buildvcs=false -ldflags "$ldflags" -o "$STAGE/" "${pkgs[@]}"
+    build_kube() {
+        cd "$HERE/kube" &&
+            GOFLAGS=-mod=mod go build -p "$JOBS" -trimpath -buildvcs=false -ldflags "$ldflags" \
+                -o "$STAGE/" "${pkgs[@]}"
+    }
+    log "  (in $HERE/kube) go build -p $JOBS -trimpath -ldflags '<version ldflags>' ${pkgs[*]}"
+    run_step "building ${kube_todo[*]} $K8S_VERSION" build_kube
     for c in "${kube_todo[@]}"; do install_bin "$c" "$KUBE_STAMP"; done
     built=1
 fi
@@ -150,9 +154,13 @@ fi
 if up_to_date etcd "$ETCD_STAMP"; then
     log "etcd $ETCD_VERSION: up to date"
 else
-    run_step "building etcd $ETCD_VERSION" \
-        env -C "$HERE/etcd" GOFLAGS=-mod=mod \
-        go build -p "$JOBS" -trimpath -buildvcs=false -ldflags "-s -w" -o "$STAGE/etcd" go.etcd.io/etcd/server/v3
+    build_etcd() {
+        cd "$HERE/etcd" &&
+            GOFLAGS=-mod=mod go build -p "$JOBS" -trimpath -buildvcs=false -ldflags "-s -w" \
+                -o "$STAGE/etcd" go.etcd.io/etcd/server/v3
+    }
+    log "  (in $HERE/etcd) go build -p $JOBS -trimpath -o etcd go.etcd.io/etcd/server/v3"
+    run_step "building etcd $ETCD_VERSION" build_etcd
     install_bin etcd "$ETCD_STAMP"
     built=1
 fi
@@ -162,9 +170,13 @@ if up_to_date kwok "$KWOK_STAMP"; then
     log "kwok $KWOK_VERSION: up to date"
 else
     # `go install pkg@version` ignores any local go.mod; -mod must not be set.
-    run_step "building kwok $KWOK_VERSION" \
-        env -C "$STAGE" GOFLAGS= GOBIN="$STAGE" \
-        go install -p "$JOBS" -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+    build_kwok() {
+        cd "$STAGE" &&
+            GOFLAGS= GOBIN="$STAGE" go install -p "$JOBS" -trimpath -ldflags "-s -w" \
+                "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+    }
+    log "  GOBIN=<cache> go install -p $JOBS -trimpath sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+    run_step "building kwok $KWOK_VERSION" build_kwok
     install_bin kwok "$KWOK_STAMP"
     built=1
 fi
@@ -173,12 +185,21 @@ fi
 if up_to_date helm "$HELM_STAMP"; then
     log "helm $HELM_VERSION: up to date"
 else
-    # the version is stamped into the binary as the release Makefile does
+    # As helm's own release build does, stamp in the version and the Kubernetes
+    # version of its client-go (1.<minor of client-go>), the default of
+    # .Capabilities.KubeVersion; without it helm reports v1.20.0.
+    helm_gomod="$(env -C "$STAGE" GOFLAGS= go mod download -json "helm.sh/helm/v3@$HELM_VERSION" |
+        sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')"
+    client_go="$(required_version "$helm_gomod" k8s.io/client-go)"
+    [[ "$client_go" =~ ^v0\.([0-9]+)\. ]] || die "cannot read helm's k8s.io/client-go version from $helm_gomod"
+    helm_kube_minor="${BASH_REMATCH[1]}"
+    ldflags="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+    for pkg in helm.sh/helm/v3/pkg/chartutil helm.sh/helm/v3/pkg/lint/rules; do
+        ldflags+=" -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=$helm_kube_minor"
+    done
     run_step "building helm $HELM_VERSION" \
         env -C "$STAGE" GOFLAGS= GOBIN="$STAGE" \
-        go install -p "$JOBS" -trimpath \
-        -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" \
-        "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+        go install -p "$JOBS" -trimpath -ldflags "$ldflags" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
     install_bin helm "$HELM_STAMP"
     built=1
 fi

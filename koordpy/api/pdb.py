@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from koordpy.api.errors import SpecError
@@ -46,6 +46,8 @@ class PodDisruptionBudget:
     # status.disruptionsAllowed when the disruption controller has written it; None otherwise, and
     # then the budget is computed from the pods the scheduler sees.
     disruptions_allowed: int | None
+    # the API object as read, for what the fields above leave out (e.g. status.disruptedPods)
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def key(self) -> str:
@@ -90,4 +92,5 @@ class PodDisruptionBudget:
             disruptions_allowed=allowed
             if isinstance(allowed, int) and not isinstance(allowed, bool)
             else None,
+            raw=obj,
         )

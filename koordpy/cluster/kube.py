@@ -527,6 +527,7 @@ class EventRecorder:
             await self.api.request(
                 "POST", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events", body=event, timeout=15.0
             )
+            log.debug("event %s %s for %s/%s", event_type, reason, namespace, regarding.get("name"))
             self._series[key] = _Series(namespace, name, 1, now)
             if len(self._series) > EVENT_CACHE_SIZE:
                 self._series.popitem(last=False)

@@ -95,9 +95,10 @@ class LeaderElector:
         self._became_leader()
         try:
             await self._renew_loop()
-        finally:
-            self._leading = False
             self.lost.set()
+        finally:
+            # cancelled on shutdown, the lease is still ours until release() hands it back
+            self._leading = False
             if self.metrics is not None:
                 self.metrics.set_leader(s.name, False)
 
@@ -224,9 +225,9 @@ class LeaderElector:
     async def release(self) -> None:
         """Give the lease up on a clean shutdown, so a standby need not wait for it to expire."""
         s = self.settings
-        if not self._leading:
-            return
         self._leading = False
+        if not self.acquired.is_set() or self.lost.is_set():
+            return
         try:
             lease = await self.api.request("GET", self.path, timeout=5.0)
             spec = lease.get("spec") or {}

@@ -27,6 +27,10 @@ REPORT_HOOKS: list[ReportHook] = []
 
 
 def pdb_raw(pdb: object) -> dict[str, object]:
+    raw = getattr(pdb, "raw", None)
+    if raw:
+        # the whole object: handlers (preemption) need the selector, the budget and the status
+        return dict(raw)
     return {"metadata": {"namespace": getattr(pdb, "namespace", ""), "name": getattr(pdb, "name", "")}}
 
 

@@ -73,7 +73,10 @@ def test_failed_pod_gets_the_aggregated_message() -> None:
     s = scheduler_with("a", "b", cpu="1")
     s.on_pod_add(make_pod("big", cpu="2"))
     s.schedule_one()
-    assert s.outcomes["default/big"].message == "0/2 nodes are available: 2 Insufficient cpu."
+    assert s.outcomes["default/big"].message == (
+        "0/2 nodes are available: 2 Insufficient cpu. "
+        "preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."
+    )
 
 
 def test_equal_scores_go_to_the_first_node_in_order() -> None:

@@ -50,7 +50,8 @@ CASES: list[Any] = [
                 "Pending",
                 reason="Unschedulable",
                 message="0/4 nodes are available: 1 node(s) had untolerated taint {dedicated: gitlab}, "
-                "3 Insufficient cpu.",
+                "3 Insufficient cpu. preemption: 0/4 nodes are available: "
+                "1 Preemption is not helpful for scheduling, 3 No preemption victims found for incoming pod.",
             ),
         },
         id="insufficient-cpu-explained-per-node",
@@ -64,7 +65,8 @@ CASES: list[Any] = [
                 "Pending",
                 reason="Unschedulable",
                 message="0/4 nodes are available: 1 node(s) had untolerated taint {dedicated: gitlab}, "
-                "3 node(s) didn't match Pod's node affinity/selector.",
+                "3 node(s) didn't match Pod's node affinity/selector. "
+                "preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling.",
             ),
         },
         id="taint-blocks-pods-without-toleration",
@@ -80,7 +82,8 @@ CASES: list[Any] = [
                 reason="Unschedulable",
                 message="0/4 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, "
                 "1 node(s) had untolerated taint {dedicated: gitlab}, "
-                "2 node(s) didn't match pod anti-affinity rules.",
+                "2 node(s) didn't match pod anti-affinity rules. preemption: 0/4 nodes are available: "
+                "2 No preemption victims found for incoming pod, 2 Preemption is not helpful for scheduling.",
             ),
             "web-0": Expect("Bound"),
         },
@@ -130,7 +133,9 @@ CASES: list[Any] = [
                 "Pending",
                 reason="Unschedulable",
                 message="0/4 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint "
-                "{dedicated: gitlab}, 2 node(s) didn't match Pod's node affinity/selector.",
+                "{dedicated: gitlab}, 2 node(s) didn't match Pod's node affinity/selector. "
+                "preemption: 0/4 nodes are available: 1 No preemption victims found for incoming pod, "
+                "3 Preemption is not helpful for scheduling.",
             ),
         },
         id="pre-placed-pod-occupies-its-node",

@@ -400,6 +400,8 @@ class ControlPlane:
         self._kwok: _Process | None = None
         self._ssl: ssl.SSLContext | None = None
         self._atexit_registered = False
+        # CRD name -> list URLs of its served versions (filled by apply_crds).
+        self._crd_list_paths: dict[str, list[str]] = {}
 
     # ---- derived attributes ------------------------------------------------
 
@@ -455,18 +457,8 @@ class ControlPlane:
         try:
             self.pki = generate_pki(self.workdir / "pki")
             self._ssl = self._make_ssl_context()
-            self._start_etcd()
-            self.apiserver_port = free_port()
-            self.kubeconfig = self.workdir / "admin.kubeconfig"
-            write_kubeconfig(
-                self.kubeconfig,
-                server=self.server,
-                ca=self.pki.ca_crt,
-                cert=self.pki.admin_crt,
-                key=self.pki.admin_key,
-                user="koordpy-test-admin",
-            )
-            self._start_apiserver()
+            self._retry_on_port_clash(self._start_etcd)
+            self._retry_on_port_clash(self._start_apiserver)
             if self.with_kwok:
                 self._start_kwok()
         except BaseException:
@@ -501,11 +493,32 @@ class ControlPlane:
         self._apiserver.popen = None
         self._launch(self._apiserver)
         self._wait_apiserver_ready(self._apiserver)
+        self._wait(self._apiserver, self._resources_served, "resources to be served again")
 
     # ---- etcd ----------------------------------------------------------------
 
+    @staticmethod
+    def _retry_on_port_clash(start: Any, attempts: int = 3) -> None:
+        """Run ``start()``, again with new ports if another process took one.
+
+        Free ports are picked by binding to port 0 and closing the socket, so
+        a concurrent session can grab the same port before our process binds.
+        """
+        for attempt in range(attempts):
+            try:
+                start()
+                return
+            except ControlPlaneError as exc:
+                if attempt + 1 < attempts and "address already in use" in str(exc):
+                    continue
+                raise
+
     def _start_etcd(self) -> None:
         assert self.workdir is not None
+        if self._etcd is not None:  # an earlier attempt
+            self._etcd.stop()
+        if self.etcd_data_dir is not None:
+            shutil.rmtree(self.etcd_data_dir, ignore_errors=True)
         shm = Path("/dev/shm")
         base = shm if shm.is_dir() and os.access(shm, os.W_OK) else self.workdir
         self.etcd_data_dir = Path(tempfile.mkdtemp(prefix="koordpy-etcd-", dir=base))
@@ -544,7 +557,19 @@ class ControlPlane:
 
     def _start_apiserver(self) -> None:
         assert self.workdir is not None and self.pki is not None
+        if self._apiserver is not None:  # an earlier attempt
+            self._apiserver.stop()
         pki = self.pki
+        self.apiserver_port = free_port()
+        self.kubeconfig = self.workdir / "admin.kubeconfig"
+        write_kubeconfig(
+            self.kubeconfig,
+            server=self.server,
+            ca=pki.ca_crt,
+            cert=pki.admin_crt,
+            key=pki.admin_key,
+            user="koordpy-test-admin",
+        )
         cert_dir = self.workdir / "apiserver-certs"
         cert_dir.mkdir(exist_ok=True)
         args = [
@@ -566,6 +591,9 @@ class ControlPlane:
             "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition,StorageObjectInUseProtection",
             "--allow-privileged=true",
             "--profiling=false",
+            # On SIGTERM: drain ordinary requests, then give long-running ones
+            # (watches) 2s instead of the default 60s before exiting.
+            "--shutdown-send-retry-after=true",
             *self.extra_apiserver_args,
         ]
         proc = _Process("kube-apiserver", args, self.workdir / "kube-apiserver.log")
@@ -751,17 +779,31 @@ class ControlPlane:
             group = crd["spec"]["group"]
             plural = crd["spec"]["names"]["plural"]
             versions = [v["name"] for v in crd["spec"]["versions"] if v.get("served", True)]
+            self._crd_list_paths[name] = [f"/apis/{group}/{v}/{plural}?limit=1" for v in versions]
             while True:
                 status, body = self.request("GET", f"{base}/{name}")
                 established = False
                 if status == 200:
                     conds = json.loads(body).get("status", {}).get("conditions", [])
                     established = any(c["type"] == "Established" and c["status"] == "True" for c in conds)
-                if established and all(
-                    self.request("GET", f"/apis/{group}/{v}/{plural}?limit=1")[0] == 200 for v in versions
-                ):
+                if established and self._crds_served([name]):
                     break
                 if time.monotonic() > deadline:
                     raise ControlPlaneError(f"CRD {name} not established/served after {timeout:.0f}s")
                 time.sleep(0.1)
         return [c["metadata"]["name"] for c in crds]
+
+    def _resources_served(self) -> bool:
+        builtin = ("/api/v1/pods?limit=1", "/api/v1/nodes?limit=1")
+        return all(self.request("GET", p, timeout=3)[0] == 200 for p in builtin) and self._crds_served()
+
+    def _crds_served(self, names: Iterable[str] | None = None) -> bool:
+        """True when the list endpoints of the (given) applied CRDs answer 200.
+
+        Right after an apiserver start, /readyz is ok before the storage of
+        custom resources is initialised (requests get 429 until then).
+        """
+        names = list(self._crd_list_paths) if names is None else list(names)
+        return all(
+            self.request("GET", path, timeout=3)[0] == 200 for n in names for path in self._crd_list_paths[n]
+        )

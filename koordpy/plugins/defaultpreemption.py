@@ -1,0 +1,477 @@
+"""DefaultPreemption: when a pod fits nowhere, find a node where evicting lower-priority pods makes
+room for it, evict them, and nominate the node for the pod (kube-scheduler's PostFilter).
+
+The steps are kube-scheduler's:
+
+1. Eligibility: a pod with `preemptionPolicy: Never` never preempts; a pod whose nominated node
+   still has lower-priority pods terminating because of an earlier preemption waits for them.
+2. Candidates: only nodes that failed with Unschedulable (UnschedulableAndUnresolvable means no
+   eviction can help). On each, every lower-priority pod is removed, the pod must then fit, and
+   the removed pods are added back one at a time, most important first, PDB-violating ones before
+   the others; a pod that keeps the preemptor from fitting is a victim. Nodes are dry-run until
+   `max(minCandidateNodesPercentage% of them, minCandidateNodesAbsolute)` candidates are found
+   (and at least one violates no PDB).
+3. The node: fewest PDB violations, then the lowest highest-victim priority, the smallest sum of
+   priorities, the fewest victims, the latest start of the highest-priority victims, the first.
+4. Victims are evicted (`Evict` effects); lower-priority pods nominated to that node lose their
+   nomination; the pod is nominated to it.
+
+Determinism: kube-scheduler starts the dry run at a random node offset, and breaks the last tie by
+map order; koordpy starts at the first node row and keeps candidates in the order they were found
+(those violating no PDB first), so a run is reproducible.
+
+Koordinator's opt-outs: a pod labelled `scheduling.koordinator.sh/disable-preemptible: "true"` or
+`quota.scheduling.koordinator.sh/preemptible: "false"` is never a victim.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from pydantic import Field, ValidationInfo, field_validator
+
+from koordpy.api.errors import SpecError
+from koordpy.api.pdb import PodDisruptionBudget
+from koordpy.api.pod import PREEMPT_NEVER, Pod
+from koordpy.api.time import parse_timestamp
+from koordpy.config.args import PluginArgs
+from koordpy.framework.cycle_state import CycleState
+from koordpy.framework.diagnosis import NO_NODE_AVAILABLE, Diagnosis
+from koordpy.framework.effects import Evict, Nominate
+from koordpy.framework.handle import Handle
+from koordpy.framework.interfaces import Plugin, PostFilterResult
+from koordpy.framework.status import Code, Status
+
+if TYPE_CHECKING:
+    from koordpy.framework.profile import Profile
+
+NAME = "DefaultPreemption"
+
+MSG_POLICY_NEVER = "not eligible due to preemptionPolicy=Never."
+MSG_TERMINATING_VICTIMS = "not eligible due to a terminating pod on the nominated node."
+MSG_NO_VICTIMS = "No preemption victims found for incoming pod"
+MSG_NOT_HELPFUL = "Preemption is not helpful for scheduling"
+MSG_PREFIX = "preemption: "
+
+LABEL_DISABLE_PREEMPTIBLE = "scheduling.koordinator.sh/disable-preemptible"
+LABEL_QUOTA_PREEMPTIBLE = "quota.scheduling.koordinator.sh/preemptible"
+
+DISRUPTION_TARGET = "DisruptionTarget"
+REASON_PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
+
+# kube-scheduler adds MaxInt32+1 to every victim priority before summing, so that a node with a
+# few negative-priority victims does not beat a node with fewer victims of the same priority
+_PRIORITY_OFFSET = 2**31
+_NO_PRIORITY = np.iinfo(np.int64).max
+
+_NO_VICTIMS = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (MSG_NO_VICTIMS,))
+_NOT_HELPFUL = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (MSG_NOT_HELPFUL,))
+
+
+class DefaultPreemptionArgs(PluginArgs):
+    min_candidate_nodes_percentage: int = Field(default=10, strict=True)
+    min_candidate_nodes_absolute: int = Field(default=100, strict=True, validate_default=True)
+
+    @field_validator("min_candidate_nodes_percentage")
+    @classmethod
+    def _percentage_in_range(cls, value: int) -> int:
+        if not 0 <= value <= 100:
+            raise ValueError(f"not in valid range [0, 100], got {value}")
+        return value
+
+    @field_validator("min_candidate_nodes_absolute")
+    @classmethod
+    def _absolute_in_range(cls, value: int, info: ValidationInfo) -> int:
+        if value < 0:
+            raise ValueError(f"not in valid range [0, inf), got {value}")
+        if value == 0 and info.data.get("min_candidate_nodes_percentage") == 0:
+            raise ValueError("cannot be zero at the same time as minCandidateNodesPercentage")
+        return value
+
+
+@dataclass(slots=True)
+class _Budget:
+    """A PDB during one preemption attempt: how many more of its pods may be disrupted."""
+
+    pdb: PodDisruptionBudget
+    allowed: int
+    # pods the API server already counted as disrupted: evicting them again costs nothing
+    disrupted: frozenset[str]
+
+
+@dataclass(slots=True)
+class _Candidate:
+    row: int
+    node_name: str
+    # most important first
+    victims: list[Pod]
+    pdb_violations: int
+
+
+def preemptible(pod: Pod) -> bool:
+    labels = pod.labels
+    return labels.get(LABEL_DISABLE_PREEMPTIBLE) != "true" and labels.get(LABEL_QUOTA_PREEMPTIBLE) != "false"
+
+
+def start_time(pod: Pod) -> float:
+    """status.startTime; a pod that has none yet (the simulator starts none) counts from its creation."""
+    status = pod.raw.get("status")
+    if isinstance(status, Mapping):
+        ts = parse_timestamp(status.get("startTime"))
+        if ts is not None:
+            return ts
+    return pod.creation_ts
+
+
+def importance_key(pod: Pod) -> tuple[int, float]:
+    """Sorts the most important first: higher priority, then the one that started earlier."""
+    return (-pod.priority, start_time(pod))
+
+
+def terminating_by_preemption(pod: Pod) -> bool:
+    if pod.deletion_ts is None:
+        return False
+    for cond in pod.conditions:
+        if cond.get("type") == DISRUPTION_TARGET:
+            return cond.get("status") == "True" and cond.get("reason") == REASON_PREEMPTION_BY_SCHEDULER
+    return False
+
+
+@dataclass(slots=True)
+class _Verdicts:
+    """Why the nodes the dry run looked at are not candidates: a reason histogram, as kube's
+    FitError renders it, over `nodes` nodes."""
+
+    reasons: Counter[str] = field(default_factory=Counter)
+    nodes: int = 0
+    error: Status | None = None
+
+    def add(self, status: Status, count: int = 1) -> None:
+        self.nodes += count
+        for reason in status.reasons:
+            self.reasons[reason] += count
+        if status.code == Code.ERROR and self.error is None:
+            self.error = status
+
+    def fit_error(self, num_all_nodes: int, absent: Status) -> str:
+        """kube-scheduler's FitError text; the nodes not looked at carry `absent`."""
+        hist = Counter(self.reasons)
+        missing = num_all_nodes - self.nodes
+        if missing > 0:
+            for reason in absent.reasons:
+                hist[reason] += missing
+        msg = NO_NODE_AVAILABLE.format(num_all_nodes) + ":"
+        reasons = sorted(f"{count} {reason}" for reason, count in hist.items())
+        if reasons:
+            msg += f" {', '.join(reasons)}."
+        return msg
+
+
+def _unschedulable(message: str) -> Status:
+    # the scheduler appends the period itself when it renders `<fit error>. <post filter message>.`
+    text = MSG_PREFIX + message
+    return Status(Code.UNSCHEDULABLE, (text[:-1] if text.endswith(".") else text,))
+
+
+class DefaultPreemption(Plugin):
+    NAME = NAME
+    Args = DefaultPreemptionArgs
+
+    def __init__(self, handle: Handle, args: PluginArgs | None = None) -> None:
+        super().__init__(handle, args)
+        self._args = args if isinstance(args, DefaultPreemptionArgs) else DefaultPreemptionArgs()
+        self._pdbs: dict[str, PodDisruptionBudget] = {}
+        self._lowest = np.zeros(0, dtype=np.int64)
+        self._lowest_key: tuple[int, int] | None = None
+        register = handle.services.get("register_object_handler")
+        if register is not None:
+            register("PodDisruptionBudget", self.on_pdb)
+
+    # ------------------------------------------------------------------------------ PDBs
+    def on_pdb(self, action: str, obj: Mapping[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        key = f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
+        if action == "Delete":
+            self._pdbs.pop(key, None)
+            return
+        try:
+            self._pdbs[key] = PodDisruptionBudget.from_dict(obj)
+        except SpecError:
+            # a PDB the API server would not have admitted protects nothing
+            self._pdbs.pop(key, None)
+
+    def _budgets(self) -> list[_Budget]:
+        pdbs = list(self._pdbs.values())
+        if not pdbs:
+            return []
+        uncounted = [p for p in pdbs if p.disruptions_allowed is None]
+        healthy = dict.fromkeys((p.key for p in uncounted), 0)
+        expected = dict(healthy)
+        if uncounted:
+            # no disruption controller wrote a status: count the covered pods the scheduler sees
+            snap = self.handle.snapshot
+            for row in snap.live_rows().tolist():
+                for pod in snap.info(row).pods.values():
+                    for pdb in uncounted:
+                        if pdb.covers(pod.namespace, pod.labels):
+                            expected[pdb.key] += 1
+                            if pod.phase == "Running" and pod.deletion_ts is None:
+                                healthy[pdb.key] += 1
+        out = []
+        for pdb in pdbs:
+            if pdb.disruptions_allowed is not None:
+                allowed = pdb.disruptions_allowed
+            else:
+                allowed = pdb.allowed_disruptions(healthy[pdb.key], expected[pdb.key])
+            status = pdb.raw.get("status")
+            disrupted = status.get("disruptedPods") if isinstance(status, Mapping) else None
+            out.append(_Budget(pdb, allowed, frozenset(disrupted or ())))
+        return out
+
+    @staticmethod
+    def _split_by_pdb(pods: Sequence[Pod], budgets: Sequence[_Budget]) -> tuple[list[Pod], list[Pod]]:
+        """(pods whose eviction would break a PDB, the others), each in the given order; every
+        covered pod spends one disruption of each PDB covering it (kube's filterPodsWithPDBViolation)."""
+        allowed = [b.allowed for b in budgets]
+        violating: list[Pod] = []
+        rest: list[Pod] = []
+        for pod in pods:
+            violated = False
+            if pod.labels:
+                for i, budget in enumerate(budgets):
+                    if not budget.pdb.covers(pod.namespace, pod.labels) or pod.name in budget.disrupted:
+                        continue
+                    allowed[i] -= 1
+                    if allowed[i] < 0:
+                        violated = True
+            (violating if violated else rest).append(pod)
+        return violating, rest
+
+    # ------------------------------------------------------------------------------ PostFilter
+    def post_filter(self, state: CycleState, pod: Pod, diagnosis: Diagnosis) -> PostFilterResult:
+        snap = self.handle.snapshot
+        num_nodes = snap.node_count
+        if num_nodes == 0:
+            return PostFilterResult(None, Status(Code.UNSCHEDULABLE))
+        if diagnosis.pre_filter_status is not None:
+            codes = None
+            uniform_code = int(diagnosis.pre_filter_status.code)
+        else:
+            codes = diagnosis.code_by_row(snap.capacity)
+            uniform_code = 0
+
+        reason = self._ineligible(pod, codes, uniform_code)
+        if reason:
+            return PostFilterResult(None, _unschedulable(reason))
+
+        all_rows = snap.live_rows()
+        if codes is None:
+            potential = all_rows if uniform_code == Code.UNSCHEDULABLE else all_rows[:0]
+        else:
+            potential = all_rows[codes[all_rows] == Code.UNSCHEDULABLE]
+        candidates, verdicts = self._dry_run(state, pod, potential)
+        if not candidates:
+            if verdicts.error is not None:
+                return PostFilterResult(None, Status(Code.ERROR, (MSG_PREFIX + verdicts.error.message,)))
+            # the pod can no longer count on a node it was nominated to earlier
+            return PostFilterResult("", _unschedulable(verdicts.fit_error(num_nodes, _NOT_HELPFUL)))
+        best = pick_one(candidates)
+        self._prepare(pod, best)
+        return PostFilterResult(best.node_name, Status(Code.SUCCESS))
+
+    def _ineligible(self, pod: Pod, codes: np.ndarray | None, uniform_code: int) -> str:
+        """Why the pod may not preempt now ("" when it may)."""
+        if pod.preemption_policy == PREEMPT_NEVER:
+            return MSG_POLICY_NEVER
+        snap = self.handle.snapshot
+        nominated = self.handle.nominator.node_of(pod.key) or pod.nominated_node_name
+        if not nominated:
+            return ""
+        row = snap.row_of.get(nominated)
+        if row is None:
+            return ""
+        code = uniform_code if codes is None else int(codes[row])
+        # a node with no recorded status was never a possibility (kube's default for absent nodes)
+        if code in (0, Code.UNSCHEDULABLE_AND_UNRESOLVABLE):
+            return ""
+        for other in snap.info(row).pods.values():
+            if other.priority < pod.priority and terminating_by_preemption(other):
+                return MSG_TERMINATING_VICTIMS
+        return ""
+
+    def _num_candidates(self, num_nodes: int) -> int:
+        n = num_nodes * self._args.min_candidate_nodes_percentage // 100
+        n = max(n, self._args.min_candidate_nodes_absolute)
+        return min(n, num_nodes)
+
+    def _dry_run(self, state: CycleState, pod: Pod, rows: np.ndarray) -> tuple[list[_Candidate], _Verdicts]:
+        """Candidates (those violating no PDB first, each in node order) and why the other nodes
+        looked at are not."""
+        verdicts = _Verdicts()
+        if rows.size == 0:
+            return [], verdicts
+        snap = self.handle.snapshot
+        # nodes without a single pod the preemptor may evict need no dry run
+        has_victims = self._lowest_victim_priority()[rows] < pod.priority
+        verdicts.add(_NO_VICTIMS, int(rows.size - np.count_nonzero(has_victims)))
+        budgets = self._budgets()
+        wanted = self._num_candidates(int(rows.size))
+        clean: list[_Candidate] = []
+        violating: list[_Candidate] = []
+        generation = snap.generation
+        try:
+            for row in rows[has_victims].tolist():
+                victims, violations, status = self._select_victims(state, pod, row, budgets)
+                if status is None and victims:
+                    c = _Candidate(row, snap.node_name(row), victims, violations)
+                    (violating if violations else clean).append(c)
+                    if clean and len(clean) + len(violating) >= wanted:
+                        break
+                    continue
+                if status is None:
+                    status = Status(
+                        Code.ERROR, (f'expected at least one victim pod on node "{snap.node_name(row)}"',)
+                    )
+                verdicts.add(status)
+        finally:
+            if self._lowest_key == (id(snap), generation):
+                # every node was put back as it was: what was known of them still holds
+                self._lowest_key = (id(snap), snap.generation)
+        return clean[:wanted] + violating[:wanted], verdicts
+
+    def _lowest_victim_priority(self) -> np.ndarray:
+        """Per row, the lowest priority among the pods that may be evicted at all (int64 max when
+        none). Failing pods come in bursts while nothing else changes, so it is kept per snapshot
+        generation."""
+        snap = self.handle.snapshot
+        key = (id(snap), snap.generation)
+        if self._lowest_key != key or self._lowest.size != snap.capacity:
+            lowest = np.full(snap.capacity, _NO_PRIORITY, dtype=np.int64)
+            infos = snap.infos
+            for row in snap.live_rows().tolist():
+                prios = [p.priority for p in infos[row].pods.values() if preemptible(p)]
+                if prios:
+                    lowest[row] = min(prios)
+            self._lowest = lowest
+            self._lowest_key = key
+        return self._lowest
+
+    def _profile(self) -> Profile:
+        profile = self.handle.profile
+        assert profile is not None
+        return profile
+
+    def _fits(self, state: CycleState, pod: Pod, row: int) -> Status | None:
+        """Every filter on one node, with the pods nominated there that are at least as important
+        added, then without them (kube's RunFilterPluginsWithNominatedPods); None when it fits."""
+        profile = self._profile()
+        node_name = self.handle.snapshot.node_name(row)
+        others = [
+            o
+            for o in self.handle.nominator.pods_on(node_name)
+            if o.key != pod.key and o.priority >= pod.priority
+        ]
+        if others:
+            st = profile.filter_one_with_pods(state, pod, row, others)
+            if st is not None:
+                return st
+        return profile.filter_one(state, pod, row)
+
+    def _select_victims(
+        self, state: CycleState, pod: Pod, row: int, budgets: Sequence[_Budget]
+    ) -> tuple[list[Pod], int, Status | None]:
+        """The fewest lower-priority pods to evict from one node so the pod fits there, and how
+        many of them break a PDB; or the status saying why the node cannot be a candidate.
+        The node is left exactly as it was."""
+        snap = self.handle.snapshot
+        profile = self._profile()
+        info = snap.info(row)
+        potential = [p for p in info.pods.values() if p.priority < pod.priority and preemptible(p)]
+        if not potential:
+            return [], 0, _NO_VICTIMS
+        order = list(info.pods.items())
+        trial = state.clone()
+
+        def remove(victim: Pod) -> None:
+            snap.remove_pod(victim, row)
+            profile.pre_filter_remove_pod(trial, pod, victim, row)
+
+        try:
+            for victim in potential:
+                remove(victim)
+            status = self._fits(trial, pod, row)
+            if status is not None:
+                return [], 0, status
+            potential.sort(key=importance_key)
+            violating, rest = self._split_by_pdb(potential, budgets)
+            victims: list[Pod] = []
+            violations = 0
+            for group, breaks_pdb in ((violating, True), (rest, False)):
+                for victim in group:
+                    snap.add_pod(victim, row)
+                    profile.pre_filter_add_pod(trial, pod, victim, row)
+                    if self._fits(trial, pod, row) is not None:
+                        remove(victim)
+                        victims.append(victim)
+                        violations += breaks_pdb
+            if violating and rest:
+                victims.sort(key=importance_key)
+            return victims, violations, None
+        finally:
+            for victim in potential:
+                if victim.key not in info.pods:
+                    snap.add_pod(victim, row)
+            # the node's pods keep their order, as every other reader saw it before
+            info.pods.clear()
+            info.pods.update(order)
+
+    def _prepare(self, pod: Pod, best: _Candidate) -> None:
+        """Evict the victims and take the node from lower-priority pods nominated to it."""
+        handle = self.handle
+        scheduler_name = handle.scheduler_name
+        message = (
+            f"{scheduler_name}: preempting to accommodate higher priority pods, "
+            f"preemptor: {pod.key}, triggerPod: {pod.key}"
+        )
+        for victim in best.victims:
+            waiting = handle.waiting_pods.get(victim.key)
+            if waiting is not None:
+                # a pod held at Permit has not reached the API server as bound: reject it instead
+                waiting.reject(NAME, "preempted")
+                continue
+            handle.emit(Evict(victim, best.node_name, pod.key, pod.key, message, scheduler_name))
+        for other in handle.nominator.pods_on(best.node_name):
+            if other.priority < pod.priority:
+                handle.nominator.remove(other)
+                handle.emit(Nominate(other, ""))
+
+
+def pick_one(candidates: Sequence[_Candidate]) -> _Candidate:
+    """kube-scheduler's pickOneNodeForPreemption: each criterion in turn keeps the best-scoring
+    candidates; the first left wins."""
+    if len(candidates) == 1:
+        return candidates[0]
+
+    def latest_start(c: _Candidate) -> float:
+        top = max(v.priority for v in c.victims)
+        return min(start_time(v) for v in c.victims if v.priority == top)
+
+    criteria = (
+        lambda c: -c.pdb_violations,
+        lambda c: -c.victims[0].priority,
+        lambda c: -sum(v.priority + _PRIORITY_OFFSET for v in c.victims),
+        lambda c: -len(c.victims),
+        latest_start,
+    )
+    left = list(candidates)
+    for score in criteria:
+        scores = [score(c) for c in left]
+        top = max(scores)
+        left = [c for c, s in zip(left, scores, strict=True) if s == top]
+        if len(left) == 1:
+            break
+    return left[0]

@@ -1,0 +1,321 @@
+"""The network topology of a ClusterNetworkTopology: its layer chain, the tree its nodes form, and
+the `status.detailStatus` an operator writes.
+
+The spec lists layers, each naming its parent (`parentTopologyLayer`) and the node labels whose
+values name its domains (`labelKey`). `NodeTopologyLayer` is the bottom (a domain per node, named
+after the node) and `ClusterTopologyLayer` the implicit top, a single domain named "". The listed
+layers must form one chain from the node layer up.
+
+Domains are identified by their path from the top (the names of the domains above them and their
+own), not by (layer, name): two blocks `b1` under spines `s1` and `s2` are two domains.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from koordpy.api.node import Node
+
+CLUSTER_LAYER = "ClusterTopologyLayer"
+NODE_LAYER = "NodeTopologyLayer"
+
+# names of the domains from the top down to a domain; () is the cluster
+DomainPath = tuple[str, ...]
+
+
+class TopologySpecError(ValueError):
+    """A `spec.networkTopologySpec` that does not describe one chain of layers."""
+
+    message: str
+    layer: str | None
+
+    def __init__(self, message: str, layer: str | None = None) -> None:
+        super().__init__(message, layer)
+        self.message = message
+        self.layer = layer
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@dataclass(frozen=True, slots=True)
+class Layer:
+    name: str
+    # the first of these labels with a non-empty value names the node's domain in this layer
+    label_keys: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LayerChain:
+    """The listed layers from the top down; the last one is `NodeTopologyLayer`."""
+
+    layers: tuple[Layer, ...]
+
+    @property
+    def order(self) -> tuple[str, ...]:
+        """Every layer from the top down, `ClusterTopologyLayer` first, `NodeTopologyLayer` last."""
+        return (CLUSTER_LAYER, *(layer.name for layer in self.layers))
+
+    @property
+    def domain_layers(self) -> tuple[Layer, ...]:
+        """The layers between the cluster and the nodes, from the top down."""
+        return self.layers[:-1]
+
+    def depth(self, layer: str) -> int:
+        """0 for the cluster, one more for each layer down; ValueError for an unknown layer."""
+        return self.order.index(layer)
+
+    def is_above(self, upper: str, lower: str) -> bool:
+        return self.depth(upper) < self.depth(lower)
+
+
+def _entries(spec: Mapping[str, Any] | Sequence[Any] | None) -> list[Any]:
+    raw: Any = spec.get("networkTopologySpec") if isinstance(spec, Mapping) else spec
+    if raw is None or raw == []:
+        raise TopologySpecError(
+            f"spec.networkTopologySpec lists no layers: list at least {NODE_LAYER} and the layers above it"
+        )
+    if not isinstance(raw, Sequence) or isinstance(raw, str | bytes):
+        raise TopologySpecError(f"spec.networkTopologySpec must be a list, got {type(raw).__name__}")
+    return list(raw)
+
+
+def _label_keys(entry: Mapping[str, Any], path: str, name: str) -> tuple[str, ...]:
+    raw = entry.get("labelKey")
+    if raw is None:
+        return ()
+    if isinstance(raw, str) or not isinstance(raw, Sequence):
+        raise TopologySpecError(f"{path}.labelKey of layer {name!r} must be a list of label keys", name)
+    keys = []
+    for key in raw:
+        if not isinstance(key, str):
+            raise TopologySpecError(f"{path}.labelKey of layer {name!r} must hold strings, got {key!r}", name)
+        if key:
+            keys.append(key)
+    return tuple(keys)
+
+
+def parse_layer_chain(spec: Mapping[str, Any] | Sequence[Any] | None) -> LayerChain:
+    """The chain of layers of a ClusterNetworkTopology's `spec` (or its `networkTopologySpec`
+    list); TopologySpecError naming the layer when the layers do not form one chain."""
+    parents: dict[str, str] = {}
+    keys: dict[str, tuple[str, ...]] = {}
+    listed: list[str] = []
+    for i, entry in enumerate(_entries(spec)):
+        path = f"spec.networkTopologySpec[{i}]"
+        if not isinstance(entry, Mapping):
+            raise TopologySpecError(f"{path} must be an object, got {type(entry).__name__}")
+        name = entry.get("topologyLayer")
+        if not isinstance(name, str) or not name:
+            raise TopologySpecError(f"{path}.topologyLayer must name the layer, got {name!r}")
+        if name == CLUSTER_LAYER:
+            raise TopologySpecError(
+                f"{path}: {CLUSTER_LAYER} is the implicit top layer and is never listed", name
+            )
+        if name in parents:
+            raise TopologySpecError(f"layer {name!r} is listed twice", name)
+        parent = entry.get("parentTopologyLayer") or ""
+        if not isinstance(parent, str):
+            raise TopologySpecError(f"{path}.parentTopologyLayer of layer {name!r} must be a string", name)
+        # naming the implicit top explicitly means the same as leaving the parent out
+        parents[name] = "" if parent == CLUSTER_LAYER else parent
+        keys[name] = _label_keys(entry, path, name)
+        listed.append(name)
+
+    if NODE_LAYER not in parents:
+        raise TopologySpecError(
+            f"{NODE_LAYER} is missing: list it as the bottom layer, with the layer directly above "
+            "the nodes as its parentTopologyLayer",
+            NODE_LAYER,
+        )
+    for name in listed:
+        parent = parents[name]
+        if parent == NODE_LAYER:
+            raise TopologySpecError(
+                f"layer {name!r} has {NODE_LAYER} as its parent, but {NODE_LAYER} is the bottom layer",
+                name,
+            )
+        if parent and parent not in parents:
+            raise TopologySpecError(f"layer {name!r} has an unknown parent layer {parent!r}", name)
+        if name != NODE_LAYER and not keys[name]:
+            raise TopologySpecError(
+                f"layer {name!r} has no labelKey: name the node label(s) whose values name its domains",
+                name,
+            )
+
+    # the chain, from the node layer upwards
+    upward = [NODE_LAYER]
+    while parents[upward[-1]]:
+        parent = parents[upward[-1]]
+        if parent in upward:
+            cycle = [*upward[upward.index(parent) :], parent]
+            raise TopologySpecError(f"layers form a cycle: {' -> '.join(cycle)}", parent)
+        upward.append(parent)
+
+    on_chain = set(upward)
+    for name in listed:
+        if name in on_chain:
+            continue
+        # explain how the first layer off the chain is attached: through a cycle of its own,
+        # as a branch off the chain, or under a second top layer
+        walk = [name]
+        while True:
+            parent = parents[walk[-1]]
+            if not parent:
+                raise TopologySpecError(
+                    f"two top layers, {upward[-1]!r} and {walk[-1]!r}: only one layer may have no parent "
+                    f"(layer {name!r} is not on the chain above {NODE_LAYER})",
+                    name,
+                )
+            if parent in on_chain:
+                sibling = upward[upward.index(parent) - 1]
+                raise TopologySpecError(
+                    f"layers {sibling!r} and {walk[-1]!r} both have parent {parent!r}: the layers must "
+                    f"form one chain (layer {name!r} is not on the chain above {NODE_LAYER})",
+                    name,
+                )
+            if parent in walk:
+                cycle = [*walk[walk.index(parent) :], parent]
+                raise TopologySpecError(f"layers form a cycle: {' -> '.join(cycle)}", parent)
+            walk.append(parent)
+
+    return LayerChain(tuple(Layer(name, keys[name]) for name in reversed(upward)))
+
+
+@dataclass(frozen=True, slots=True)
+class Domain:
+    layer: str
+    name: str
+    path: DomainPath
+    # child domains in name order; empty for the domains directly above the nodes
+    children: tuple[DomainPath, ...]
+    # every node below, in name order
+    nodes: tuple[str, ...]
+
+    @property
+    def parent(self) -> DomainPath | None:
+        return self.path[:-1] if self.path else None
+
+
+ROOT: DomainPath = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyTree:
+    chain: LayerChain
+    domains: Mapping[DomainPath, Domain]
+    # each node's domain in the layer directly above the node layer
+    node_paths: Mapping[str, DomainPath]
+    # nodes left out, with the reason
+    excluded: Mapping[str, str]
+
+    @property
+    def root(self) -> Domain:
+        return self.domains[ROOT]
+
+    def leaves(self, path: DomainPath) -> tuple[str, ...]:
+        domain = self.domains.get(path)
+        return domain.nodes if domain is not None else ()
+
+    def children(self, path: DomainPath) -> tuple[Domain, ...]:
+        domain = self.domains.get(path)
+        return tuple(self.domains[c] for c in domain.children) if domain is not None else ()
+
+    def parent(self, path: DomainPath) -> Domain | None:
+        return self.domains[path[:-1]] if path and path in self.domains else None
+
+    def child_layer(self, path: DomainPath) -> str:
+        """The layer of the domains (or nodes) directly below the domain at `path`."""
+        return self.chain.order[len(path) + 1]
+
+    def domain_of(self, node: str, layer: str) -> Domain | None:
+        """The domain of `layer` that holds `node`, or None when the node is not in the tree
+        (or `layer` is the node layer itself or unknown)."""
+        path = self.node_paths.get(node)
+        if path is None or layer not in self.chain.order[:-1]:
+            return None
+        return self.domains[path[: self.chain.depth(layer)]]
+
+
+def _domain_names(chain: LayerChain, node: Node) -> DomainPath | str:
+    """The node's domain names from the top down, or why it cannot be placed in the tree."""
+    names: list[str] = []
+    layers = chain.domain_layers
+    for i, layer in enumerate(layers):
+        value = next((node.labels[k] for k in layer.label_keys if node.labels.get(k)), "")
+        if not value:
+            if i == len(layers) - 1:
+                # Nodes often lack only the innermost grouping (an accelerator interconnect, say):
+                # such a node forms a domain of its own, so that every node sits at the same depth.
+                value = node.name
+            else:
+                return f"no label {' or '.join(layer.label_keys)} for layer {layer.name}"
+        names.append(value)
+    return tuple(names)
+
+
+def build_tree(chain: LayerChain, nodes: Iterable[Node]) -> TopologyTree:
+    node_paths: dict[str, DomainPath] = {}
+    excluded: dict[str, str] = {}
+    for node in nodes:
+        placed = _domain_names(chain, node)
+        if isinstance(placed, str):
+            excluded[node.name] = placed
+            node_paths.pop(node.name, None)
+        else:
+            node_paths[node.name] = placed
+            excluded.pop(node.name, None)
+
+    below: dict[DomainPath, list[str]] = {ROOT: []}
+    child_paths: dict[DomainPath, set[DomainPath]] = {ROOT: set()}
+    for name, path in node_paths.items():
+        for depth in range(len(path) + 1):
+            prefix = path[:depth]
+            below.setdefault(prefix, []).append(name)
+            child_paths.setdefault(prefix, set())
+            if depth > 0:
+                child_paths[path[: depth - 1]].add(prefix)
+
+    order = chain.order
+    domains = {
+        path: Domain(
+            layer=order[len(path)],
+            name=path[-1] if path else "",
+            path=path,
+            children=tuple(sorted(child_paths[path], key=lambda p: p[-1])),
+            nodes=tuple(sorted(members)),
+        )
+        for path, members in below.items()
+    }
+    return TopologyTree(chain, domains, node_paths, excluded)
+
+
+def _info(domain: Domain) -> dict[str, str]:
+    return {"topologyLayer": domain.layer, "topologyName": domain.name}
+
+
+def detail_status(tree: TopologyTree) -> list[dict[str, Any]]:
+    """`status.detailStatus`: one entry per domain above the nodes, the cluster first, walking
+    down with the children of each domain in name order."""
+    entries: list[dict[str, Any]] = []
+
+    def visit(domain: Domain) -> None:
+        entry: dict[str, Any] = {"topologyInfo": _info(domain)}
+        parent = tree.parent(domain.path)
+        if parent is not None:
+            entry["parentTopologyInfo"] = _info(parent)
+        if domain.nodes:
+            child_layer = tree.child_layer(domain.path)
+            entry["childTopologyLayer"] = child_layer
+            # nodes are counted, never listed: a large cluster's status would not fit in an object
+            if child_layer != NODE_LAYER:
+                entry["childTopologyNames"] = [tree.domains[c].name for c in domain.children]
+        entry["nodeNum"] = len(domain.nodes)
+        entries.append(entry)
+        for child in domain.children:
+            visit(tree.domains[child])
+
+    visit(tree.root)
+    return entries

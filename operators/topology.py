@@ -1,0 +1,275 @@
+"""ClusterNetworkTopology `status.detailStatus`, kept true as nodes come, go and change labels.
+
+Only the object named `default` is maintained (the scheduler reads no other). Every change to it
+or to a node's labels marks the status stale; it is recomputed from the spec and the indexed node
+labels at most once per `min_interval` and written only when it differs. A spec whose layers do not
+form one chain gets condition `Valid=False` (reason `InvalidSpec`) and `status.message` naming the
+problem, loses its detailStatus (placement works without topology then), and is logged; both are
+cleared once the spec is fixed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import kopf
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from koordpy.api.node import Node
+from koordpy.api.time import format_timestamp
+from koordpy.status.topology import (
+    TopologySpecError,
+    TopologyTree,
+    build_tree,
+    detail_status,
+    parse_layer_chain,
+)
+
+logger = logging.getLogger("koordpy.operators.topology")
+
+GROUP = "scheduling.koordinator.sh"
+VERSION = "v1alpha1"
+PLURAL = "clusternetworktopologies"
+NAME = "default"
+VALID = "Valid"
+INVALID_SPEC = "InvalidSpec"
+MERGE_PATCH = "application/merge-patch+json"
+
+# where the handlers find the controller in kopf's memo
+MEMO_KEY = "topology"
+# the kopf index of node labels, by node name
+NODES_INDEX = "topology_node_labels"
+# how many excluded nodes a log line names
+_LOGGED_NODES = 10
+
+
+def compute_detail_status(
+    spec: Mapping[str, Any] | None, node_labels: Mapping[str, Mapping[str, str]]
+) -> tuple[list[dict[str, Any]] | None, TopologyTree | None, str | None]:
+    """(detailStatus, tree, None) for a usable spec, (None, None, problem) for a broken one."""
+    try:
+        chain = parse_layer_chain(spec)
+    except TopologySpecError as err:
+        return None, None, str(err)
+    nodes = [
+        Node.from_dict({"metadata": {"name": name, "labels": dict(labels)}})
+        for name, labels in node_labels.items()
+    ]
+    tree = build_tree(chain, nodes)
+    return detail_status(tree), tree, None
+
+
+def status_patch(
+    current: Mapping[str, Any],
+    detail: list[dict[str, Any]] | None,
+    problem: str | None,
+    generation: int | None,
+    now: float,
+) -> dict[str, Any] | None:
+    """The merge patch of `status` that makes `current` say `detail` (or `problem`), or None when
+    it already does. Conditions of other types are kept as they are."""
+    stored = [c for c in current.get("conditions") or [] if isinstance(c, Mapping)]
+    conditions: list[Mapping[str, Any]] = [c for c in stored if c.get("type") != VALID]
+    if problem is not None:
+        old = next((c for c in stored if c.get("type") == VALID), None)
+        unchanged = old is not None and old.get("status") == "False" and old.get("lastTransitionTime")
+        condition: dict[str, Any] = {
+            "type": VALID,
+            "status": "False",
+            "reason": INVALID_SPEC,
+            "message": problem,
+            "lastTransitionTime": old["lastTransitionTime"] if unchanged and old else format_timestamp(now),
+        }
+        if generation is not None:
+            condition["observedGeneration"] = generation
+        conditions.append(condition)
+    desired: dict[str, Any] = {
+        "detailStatus": detail,
+        "conditions": conditions or None,
+        "message": problem,
+    }
+    patch = {field: value for field, value in desired.items() if current.get(field) != value}
+    return patch or None
+
+
+def _labels_fingerprint(labels: Mapping[str, str]) -> int:
+    return hash(frozenset(labels.items()))
+
+
+class TopologyController:
+    """Recomputes the `default` ClusterNetworkTopology's status; fed by the handlers of `register`."""
+
+    def __init__(
+        self, api: client.ApiClient, *, min_interval: float = 1.0, max_backoff: float = 30.0
+    ) -> None:
+        self._objects = client.CustomObjectsApi(api)
+        self._min_interval = min_interval
+        self._max_backoff = max_backoff
+        # the kopf index of node labels; attached at operator startup
+        self.node_labels: Mapping[str, Iterable[Mapping[str, str]]] | None = None
+        # the last tree built from a valid spec (None while the spec is broken or absent)
+        self.tree: TopologyTree | None = None
+        self._seen: dict[str, int] = {}
+        self._stale = asyncio.Event()
+        self._reported_problem: str | None = None
+        self._reported_excluded: Mapping[str, str] = {}
+
+    # ------------------------------------------------------------------ events
+    def mark_stale(self) -> None:
+        self._stale.set()
+
+    def node_changed(self, name: str, labels: Mapping[str, str], deleted: bool) -> None:
+        # Nodes change all the time (heartbeats, conditions); only their labels and their
+        # existence move them in the tree.
+        if deleted:
+            if self._seen.pop(name, None) is not None:
+                self.mark_stale()
+            return
+        fingerprint = _labels_fingerprint(labels)
+        if self._seen.get(name) != fingerprint:
+            self._seen[name] = fingerprint
+            self.mark_stale()
+
+    # ------------------------------------------------------------------ work
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        last_run = -math.inf
+        failures = 0
+        while True:
+            await self._stale.wait()
+            pause = last_run + self._min_interval - loop.time()
+            if pause > 0:
+                await asyncio.sleep(pause)
+            self._stale.clear()
+            last_run = loop.time()
+            try:
+                await self.reconcile()
+            except asyncio.CancelledError:
+                raise
+            except Exception as err:
+                failures += 1
+                delay = min(0.5 * 2 ** (failures - 1), self._max_backoff)
+                level = logging.WARNING if failures > 2 else logging.DEBUG
+                logger.log(
+                    level,
+                    "ClusterNetworkTopology %s: status update failed (%s); retrying in %.1fs",
+                    NAME,
+                    err,
+                    delay,
+                )
+                loop.call_later(delay, self._stale.set)
+            else:
+                failures = 0
+
+    def _current_labels(self) -> dict[str, Mapping[str, str]]:
+        assert self.node_labels is not None
+        out: dict[str, Mapping[str, str]] = {}
+        for name, store in self.node_labels.items():
+            for labels in store:
+                out[name] = labels
+        return out
+
+    async def reconcile(self) -> None:
+        if self.node_labels is None:
+            # a tree of the nodes seen so far would be wrong until every node is indexed
+            raise RuntimeError("the node index is not attached yet")
+        try:
+            obj = await self._objects.get_cluster_custom_object(GROUP, VERSION, PLURAL, NAME)
+        except ApiException as err:
+            if err.status == 404:
+                self.tree = None
+                self._reported_problem = None
+                return
+            raise
+        spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+        detail, tree, problem = compute_detail_status(spec, self._current_labels())
+        self.tree = tree
+        self._report(problem, tree)
+        current = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
+        generation = (obj.get("metadata") or {}).get("generation")
+        patch = status_patch(
+            current, detail, problem, generation if isinstance(generation, int) else None, time.time()
+        )
+        if patch is None:
+            return
+        try:
+            await self._objects.patch_cluster_custom_object_status(
+                GROUP,
+                VERSION,
+                PLURAL,
+                NAME,
+                {"status": patch},
+                _content_type=MERGE_PATCH,  # type: ignore[call-arg]  # accepted, missing from the stubs
+            )
+        except ApiException as err:
+            if err.status == 404:
+                return
+            raise
+        if detail is not None and "detailStatus" in patch:
+            logger.info(
+                "ClusterNetworkTopology %s: detailStatus updated (%d domains, %d nodes)",
+                NAME,
+                len(detail),
+                detail[0]["nodeNum"] if detail else 0,
+            )
+
+    def _report(self, problem: str | None, tree: TopologyTree | None) -> None:
+        if problem != self._reported_problem:
+            if problem is not None:
+                logger.warning(
+                    "ClusterNetworkTopology %s has an invalid spec; gangs are placed without network "
+                    "topology until it is fixed: %s",
+                    NAME,
+                    problem,
+                )
+            else:
+                logger.info("ClusterNetworkTopology %s: the spec is valid again", NAME)
+            self._reported_problem = problem
+        excluded = dict(tree.excluded) if tree is not None else {}
+        if excluded != self._reported_excluded:
+            if excluded:
+                shown = sorted(excluded.items())[:_LOGGED_NODES]
+                more = len(excluded) - len(shown)
+                logger.info(
+                    "ClusterNetworkTopology %s: %d node(s) are outside the network topology: %s%s",
+                    NAME,
+                    len(excluded),
+                    "; ".join(f"{node}: {why}" for node, why in shown),
+                    f"; and {more} more" if more else "",
+                )
+            self._reported_excluded = excluded
+
+
+def _controller(memo: Any) -> TopologyController:
+    controller = memo.get(MEMO_KEY) if isinstance(memo, Mapping) else None
+    if not isinstance(controller, TopologyController):
+        raise kopf.PermanentError("the topology controller is missing from the operator's memo")
+    return controller
+
+
+def register(registry: kopf.OperatorRegistry) -> None:
+    """The topology handlers; the operator's memo must hold a TopologyController under MEMO_KEY."""
+
+    @kopf.index("nodes", id=NODES_INDEX, registry=registry)
+    def topology_node_labels(name: str, labels: Mapping[str, str], **_: Any) -> dict[str, dict[str, str]]:
+        return {name: dict(labels)}
+
+    @kopf.on.startup(id="topology-attach-index", registry=registry)
+    def attach_node_index(memo: Any, **kwargs: Any) -> None:
+        _controller(memo).node_labels = kwargs[NODES_INDEX]
+
+    @kopf.on.event("nodes", id="topology-nodes", registry=registry)
+    def node_event(name: str, labels: Mapping[str, str], type: str | None, memo: Any, **_: Any) -> None:
+        _controller(memo).node_changed(name, labels, deleted=type == "DELETED")
+
+    @kopf.on.event(
+        GROUP, VERSION, PLURAL, id="topology-object", field="metadata.name", value=NAME, registry=registry
+    )
+    def topology_event(memo: Any, **_: Any) -> None:
+        _controller(memo).mark_stale()

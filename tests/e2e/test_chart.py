@@ -1,0 +1,797 @@
+"""The Helm chart, charts/koordpy.
+
+It lints; it renders a Deployment, RBAC, the scheduler configuration, a metrics Service, an optional
+ServiceMonitor and the CRDs; the test apiserver accepts every rendered object in a server-side dry
+run. Installed for real with `helm install`, its ServiceAccount's ClusterRole and Role are enough
+for `koordpy run` to do all of its work (bind, mark unschedulable, preempt, place a gang, hold the
+Lease) without one request being forbidden.
+
+helm comes from hack/controlplane/build.sh (into the cache's bin/), or from PATH. Without it these
+tests are skipped, loudly, or fail under CI=true.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import filecmp
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+import yaml
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+from kubernetes_asyncio.dynamic import DynamicClient
+
+from koordpy.config.models import parse_configuration
+from koordpy.framework.clock import VirtualClock
+from koordpy.plugins import registry
+from koordpy.scheduler import Scheduler
+from tests.support.controlplane import (
+    BUILD_SCRIPT,
+    KWOK_NODE_ANNOTATION,
+    KWOK_NODE_ANNOTATION_VALUE,
+    REPO_ROOT,
+    ControlPlane,
+    ControlPlaneError,
+    bin_dir,
+    build_binaries,
+    free_port,
+)
+
+CHART = REPO_ROOT / "charts" / "koordpy"
+CHART_CRDS = CHART / "files" / "crds"
+REPO_CRDS = REPO_ROOT / "crds"
+NAMESPACE = "koordpy-system"
+RELEASE = "koordpy"
+FIELD_MANAGER = "koordpy-chart-test"
+
+# what `helm template` must render by default, and nothing else
+DEFAULT_KINDS = Counter(
+    {
+        "ServiceAccount": 1,
+        "ConfigMap": 1,
+        "CustomResourceDefinition": 3,
+        "ClusterRole": 1,
+        "ClusterRoleBinding": 1,
+        "Role": 1,
+        "RoleBinding": 1,
+        "Service": 1,
+        "Deployment": 1,
+    }
+)
+
+
+# ---------------------------------------------------------------------------------------------- helm
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() == "true"
+
+
+def _shout(config: pytest.Config, message: str) -> None:
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line("")
+        reporter.write_line(message, red=True, bold=True)
+
+
+def _find_helm() -> str | None:
+    built = bin_dir() / "helm"
+    if os.access(built, os.X_OK):
+        return str(built)
+    return shutil.which("helm")
+
+
+@pytest.fixture(scope="session")
+def helm(request: pytest.FixtureRequest) -> str:
+    found = _find_helm()
+    if found is None and shutil.which("go") is not None:
+        _shout(request.config, f"Building helm with {BUILD_SCRIPT} (a few minutes on a cold cache) ...")
+        capture = request.config.pluginmanager.getplugin("capturemanager")
+        try:
+            if capture is not None:
+                with capture.global_and_fixture_disabled():
+                    build_binaries()
+            else:
+                build_binaries()
+        except ControlPlaneError as exc:
+            pytest.fail(f"building helm failed: {exc}", pytrace=False)
+        found = _find_helm()
+    if found is None:
+        reason = (
+            f"!!! HELM UNAVAILABLE: no helm in {bin_dir()} or on PATH, and no 'go' to build it with "
+            f"{BUILD_SCRIPT}. The chart is not tested."
+        )
+        _shout(request.config, reason)
+        if _in_ci():
+            pytest.fail(reason + " (CI=true: failing instead of skipping)", pytrace=False)
+        pytest.skip(reason)
+    return found
+
+
+def run_helm(helm: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run([helm, *args], capture_output=True, text=True, check=False, cwd=REPO_ROOT)
+    if check and result.returncode != 0:
+        pytest.fail(f"helm {' '.join(args)} failed ({result.returncode}):\n{result.stderr}{result.stdout}")
+    return result
+
+
+def template_args(*sets: str, namespace: str = NAMESPACE, release: str = RELEASE) -> list[str]:
+    args = [release, str(CHART), "--namespace", namespace, "--include-crds"]
+    for s in sets:
+        args += ["--set-json", s] if s.startswith("{") or "=[" in s or "={" in s else ["--set", s]
+    return args
+
+
+def render(helm: str, *sets: str, namespace: str = NAMESPACE, kube_version: str | None = None) -> list[dict]:
+    """The documents `helm template` renders, with `--set key=value` (or `--set-json` for JSON values)."""
+    extra = ["--kube-version", kube_version] if kube_version else []
+    out = run_helm(helm, "template", *template_args(*sets, namespace=namespace), *extra).stdout
+    return [doc for doc in yaml.safe_load_all(out) if doc]
+
+
+def only(docs: list[dict], kind: str) -> dict:
+    found = [d for d in docs if d["kind"] == kind]
+    assert len(found) == 1, f"want one {kind}, got {len(found)}"
+    return found[0]
+
+
+def scheduler_config(docs: list[dict]) -> dict:
+    return yaml.safe_load(only(docs, "ConfigMap")["data"]["config.yaml"])
+
+
+# ---------------------------------------------------------------------------------------------- lint and render
+def test_chart_lints(helm: str) -> None:
+    run_helm(helm, "lint", "--strict", str(CHART))
+    run_helm(helm, "lint", "--strict", str(CHART), "--set", "metrics.serviceMonitor.enabled=true")
+
+
+def test_chart_metadata_follows_the_package() -> None:
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    pyproject = (REPO_ROOT / "pyproject.toml").read_text()
+    version = re.search(r'^version = "([^"]+)"', pyproject, re.M)
+    assert version is not None
+    assert chart["apiVersion"] == "v2"
+    assert chart["name"] == "koordpy"
+    assert chart["appVersion"] == version.group(1), "appVersion is the koordpy release the image holds"
+
+
+def test_default_render_holds_the_scheduler_and_nothing_more(helm: str) -> None:
+    docs = render(helm)
+    assert Counter(d["kind"] for d in docs) == DEFAULT_KINDS
+    for doc in docs:
+        if doc["kind"] in ("CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"):
+            assert "namespace" not in doc["metadata"], f"{doc['kind']} is cluster-scoped"
+        else:
+            assert doc["metadata"]["namespace"] == NAMESPACE, f"{doc['kind']} outside the release namespace"
+
+
+def test_deployment_runs_two_leader_elected_replicas_locked_down(helm: str) -> None:
+    docs = render(helm)
+    deployment = only(docs, "Deployment")
+    spec = deployment["spec"]
+    pod = spec["template"]["spec"]
+    (container,) = pod["containers"]
+    assert spec["replicas"] == 2
+    assert spec["selector"]["matchLabels"].items() <= spec["template"]["metadata"]["labels"].items()
+    assert container["image"] == "koordpy:0.1.0"
+    args = container["args"]
+    assert args[:5] == [
+        "--config=/etc/koordpy/config.yaml",
+        "--leader-elect",
+        "--lease-name=koordpy",
+        f"--lease-namespace={NAMESPACE}",
+        "--metrics-port=10259",
+    ]
+    # the flags parse as `koordpy run` reads them
+    from koordpy.cli import build_parser
+
+    parsed = build_parser().parse_args(["run", *args])
+    assert (
+        parsed.config,
+        parsed.leader_elect,
+        parsed.lease_name,
+        parsed.lease_namespace,
+        parsed.metrics_port,
+    ) == ("/etc/koordpy/config.yaml", True, "koordpy", NAMESPACE, 10259)
+
+    (port,) = container["ports"]
+    assert (port["name"], port["containerPort"]) == ("metrics", 10259)
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+
+    pod_security = pod["securityContext"]
+    assert pod_security["runAsNonRoot"] is True
+    assert pod_security["runAsUser"] == 65532
+    assert pod_security["seccompProfile"] == {"type": "RuntimeDefault"}
+    security = container["securityContext"]
+    assert security["readOnlyRootFilesystem"] is True
+    assert security["allowPrivilegeEscalation"] is False
+    assert security["capabilities"] == {"drop": ["ALL"]}
+    assert pod["priorityClassName"] == "system-cluster-critical"
+    assert pod["serviceAccountName"] == only(docs, "ServiceAccount")["metadata"]["name"]
+
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert mounts["config"]["mountPath"] == "/etc/koordpy"
+    assert volumes["config"]["configMap"]["name"] == only(docs, "ConfigMap")["metadata"]["name"]
+
+
+def test_optional_pod_settings(helm: str) -> None:
+    docs = render(
+        helm,
+        "priorityClassName=",
+        'nodeSelector={"node-role.kubernetes.io/control-plane": ""}',
+        'tolerations=[{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}]',
+        "replicas=3",
+        "image.tag=dev",
+        "logLevel=debug",
+    )
+    deployment = only(docs, "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    assert "priorityClassName" not in pod
+    assert pod["nodeSelector"] == {"node-role.kubernetes.io/control-plane": ""}
+    assert pod["tolerations"][0]["key"] == "node-role.kubernetes.io/control-plane"
+    assert deployment["spec"]["replicas"] == 3
+    assert pod["containers"][0]["image"] == "koordpy:dev"
+    assert "--log-level=debug" in pod["containers"][0]["args"]
+
+
+def test_the_configmap_holds_a_configuration_koordpy_accepts(helm: str) -> None:
+    docs = render(helm)
+    raw = scheduler_config(docs)
+    assert raw["apiVersion"] == "kubescheduler.config.k8s.io/v1"
+    assert raw["kind"] == "KubeSchedulerConfiguration"
+    assert raw["leaderElection"]["resourceName"] == "koordpy"
+    assert raw["leaderElection"]["resourceNamespace"] == NAMESPACE
+    config = parse_configuration(raw, "chart ConfigMap")
+    assert [p.schedulerName for p in config.profiles] == ["koord-scheduler"]
+    assert config.leaderElection.leaderElect is True
+    Scheduler(config, registry(), VirtualClock())
+
+
+def test_plugin_config_passes_through_unchanged(helm: str) -> None:
+    profile = {
+        "schedulerName": "koord-scheduler",
+        "plugins": {"score": {"enabled": [{"name": "ScarceResourceAvoidance", "weight": 3}]}},
+        "pluginConfig": [
+            {"name": "Coscheduling", "args": {"defaultTimeout": "600s"}},
+            {
+                "name": "ScarceResourceAvoidance",
+                "args": {"resources": ["nvidia.com/gpu", "example.com/fpga"]},
+            },
+        ],
+    }
+    docs = render(
+        helm, "schedulerConfig.profiles=" + json.dumps([profile]), "schedulerConfig.podMaxBackoffSeconds=20"
+    )
+    raw = scheduler_config(docs)
+    assert raw["profiles"] == [profile]
+    assert raw["podMaxBackoffSeconds"] == 20
+    Scheduler(parse_configuration(raw, "chart ConfigMap"), registry(), VirtualClock())
+
+
+def test_a_configuration_change_rolls_the_pods(helm: str) -> None:
+    def checksum(*sets: str) -> str:
+        annotations = only(render(helm, *sets), "Deployment")["spec"]["template"]["metadata"]["annotations"]
+        return str(annotations["checksum/config"])
+
+    assert checksum() == checksum()
+    assert checksum() != checksum("schedulerConfig.podMaxBackoffSeconds=20")
+
+
+def test_more_than_one_replica_needs_leader_election(helm: str) -> None:
+    refused = run_helm(helm, "template", *template_args("leaderElection.enabled=false"), check=False)
+    assert refused.returncode != 0
+    assert "leaderElection.enabled" in refused.stderr
+
+    docs = render(helm, "leaderElection.enabled=false", "replicas=1")
+    args = only(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--no-leader-elect" in args
+    assert not any(a.startswith("--lease") for a in args)
+    assert scheduler_config(docs)["leaderElection"]["leaderElect"] is False
+    assert "Role" not in {d["kind"] for d in docs}, "no Lease, no Role for it"
+
+
+def test_values_are_checked_against_the_schema(helm: str) -> None:
+    typo = run_helm(helm, "template", *template_args("replica=3"), check=False)
+    assert typo.returncode != 0
+    assert "replica" in typo.stderr
+
+
+def test_service_exposes_the_metrics_port_of_the_pods(helm: str) -> None:
+    docs = render(helm)
+    service = only(docs, "Service")
+    pod_template = only(docs, "Deployment")["spec"]["template"]
+    (port,) = service["spec"]["ports"]
+    assert (port["name"], port["port"], port["targetPort"]) == ("metrics", 10259, "metrics")
+    assert service["spec"]["selector"].items() <= pod_template["metadata"]["labels"].items()
+
+
+def test_service_monitor_only_when_enabled(helm: str) -> None:
+    assert "ServiceMonitor" not in {d["kind"] for d in render(helm)}
+    # the test apiserver has no monitoring.coreos.com CRD: the ServiceMonitor is checked here only
+    docs = render(
+        helm,
+        "metrics.serviceMonitor.enabled=true",
+        "metrics.serviceMonitor.interval=15s",
+        "metrics.serviceMonitor.labels.release=prometheus",
+    )
+    monitor = only(docs, "ServiceMonitor")
+    service = only(docs, "Service")
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert monitor["metadata"]["labels"]["release"] == "prometheus"
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["port"] == service["spec"]["ports"][0]["name"]
+    assert (endpoint["path"], endpoint["interval"]) == ("/metrics", "15s")
+
+
+# ---------------------------------------------------------------------------------------------- CRDs
+def test_chart_crds_are_the_repository_crds() -> None:
+    """One source of truth: files/crds is a link to crds/ (or, where links are not kept, the same
+    bytes)."""
+    repo = sorted(p.name for p in REPO_CRDS.glob("*.yaml"))
+    chart = sorted(p.name for p in CHART_CRDS.glob("*.yaml"))
+    assert repo, "no CRDs in crds/"
+    assert chart == repo
+    if CHART_CRDS.is_symlink():
+        assert CHART_CRDS.resolve() == REPO_CRDS.resolve()
+    _, mismatch, errors = filecmp.cmpfiles(REPO_CRDS, CHART_CRDS, repo, shallow=False)
+    assert not mismatch and not errors, f"charts/koordpy/files/crds differs from crds/: {mismatch + errors}"
+
+
+def test_rendered_crds_are_the_repository_crds_kept_on_uninstall(helm: str) -> None:
+    expected = {}
+    for path in REPO_CRDS.glob("*.yaml"):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc:
+                expected[doc["metadata"]["name"]] = doc
+    rendered = {d["metadata"]["name"]: d for d in render(helm) if d["kind"] == "CustomResourceDefinition"}
+    assert rendered.keys() == expected.keys()
+    for name, crd in rendered.items():
+        assert crd["spec"] == expected[name]["spec"], name
+        annotations = crd["metadata"]["annotations"]
+        assert annotations.pop("helm.sh/resource-policy") == "keep"
+        assert annotations == (expected[name]["metadata"].get("annotations") or {}), name
+
+    unkept = render(helm, "crds.keep=false")
+    for crd in (d for d in unkept if d["kind"] == "CustomResourceDefinition"):
+        assert "helm.sh/resource-policy" not in (crd["metadata"].get("annotations") or {})
+    assert "CustomResourceDefinition" not in {d["kind"] for d in render(helm, "crds.install=false")}
+
+
+def test_packaged_chart_carries_the_crds_as_files(helm: str, tmp_path: Path) -> None:
+    run_helm(helm, "package", str(CHART), "--destination", str(tmp_path))
+    (archive,) = tmp_path.glob("koordpy-*.tgz")
+    with tarfile.open(archive) as tar:
+        for path in REPO_CRDS.glob("*.yaml"):
+            member = tar.getmember(f"koordpy/files/crds/{path.name}")
+            assert member.isfile(), f"{member.name} is packaged as a link"
+            extracted = tar.extractfile(member)
+            assert extracted is not None
+            assert extracted.read() == path.read_bytes()
+
+
+# ---------------------------------------------------------------------------------------------- RBAC
+def _rules_with_reasons(template: Path) -> list[tuple[dict, str]]:
+    """Each rule of an RBAC template with the comment lines right above it."""
+    rules: list[tuple[dict, str]] = []
+    comment: list[str] = []
+    lines = template.read_text().splitlines()
+    i = 0
+    while i < len(lines):
+        stripped = lines[i].strip()
+        if stripped.startswith("#"):
+            comment.append(stripped.lstrip("#").strip())
+        elif stripped.startswith("- apiGroups:"):
+            block = [lines[i]]
+            indent = len(lines[i]) - len(lines[i].lstrip())
+            while i + 1 < len(lines) and (
+                len(lines[i + 1]) - len(lines[i + 1].lstrip()) > indent
+                and not lines[i + 1].strip().startswith("#")
+            ):
+                i += 1
+                block.append(lines[i])
+            text = "\n".join(block)
+            text = re.sub(r"\{\{[^}]*\}\}", "name", text)
+            rules.append((yaml.safe_load(text)[0], " ".join(comment)))
+            comment = []
+        elif stripped:
+            comment = []
+        i += 1
+    return rules
+
+
+@pytest.mark.parametrize("template", ["clusterrole.yaml", "role.yaml"])
+def test_every_verb_is_justified(template: str) -> None:
+    """Each verb of each rule is named, before a colon, in the comment right above the rule."""
+    rules = _rules_with_reasons(CHART / "templates" / template)
+    assert rules
+    for rule, reason in rules:
+        justified = set()
+        for head in re.findall(r"(?:^|\s)((?:[a-z]+, )*[a-z]+):", reason):
+            justified.update(head.split(", "))
+        missing = set(rule["verbs"]) - justified
+        assert not missing, f"{template}: {rule['resources']}: no reason given for {sorted(missing)}"
+        assert "*" not in rule["verbs"] and "*" not in rule["resources"] and "*" not in rule["apiGroups"]
+
+
+def test_rbac_grants_no_secrets_no_writes_to_nodes_and_no_escalation(helm: str) -> None:
+    docs = render(helm)
+    rules = only(docs, "ClusterRole")["rules"] + only(docs, "Role")["rules"]
+    for rule in rules:
+        resources = set(rule["resources"])
+        verbs = set(rule["verbs"])
+        assert not resources & {"secrets", "configmaps", "serviceaccounts", "serviceaccounts/token"}, rule
+        assert not (resources & {"nodes", "nodes/status"} and verbs - {"list", "watch", "get"}), rule
+        assert not verbs & {"escalate", "bind", "impersonate", "*"}, rule
+        assert not (rule["apiGroups"] == ["rbac.authorization.k8s.io"]), rule
+    (lease_named,) = [r for r in only(docs, "Role")["rules"] if "resourceNames" in r]
+    assert lease_named["resourceNames"] == ["koordpy"]
+
+
+# ---------------------------------------------------------------------------------------------- the apiserver
+async def _server_version(kube_api: client.ApiClient) -> str:
+    info = await client.VersionApi(kube_api).get_code()
+    return str(info.git_version).lstrip("v").split("-")[0]
+
+
+async def _ensure_namespace(kube_api: client.ApiClient, name: str) -> None:
+    with contextlib.suppress(ApiException):
+        await client.CoreV1Api(kube_api).create_namespace(
+            client.V1Namespace(metadata=client.V1ObjectMeta(name=name))
+        )
+
+
+@pytest.mark.parametrize("service_monitor", [False, True], ids=["default", "service-monitor"])
+async def test_the_apiserver_accepts_every_rendered_object(
+    helm: str, control_plane: ControlPlane, kube_api: client.ApiClient, service_monitor: bool, tmp_path: Path
+) -> None:
+    sets = ["metrics.serviceMonitor.enabled=true"] if service_monitor else []
+    docs = render(helm, *sets, kube_version=await _server_version(kube_api))
+    await _ensure_namespace(kube_api, NAMESPACE)
+    dynamic = await DynamicClient(kube_api, cache_file=str(tmp_path / "discovery.json"))
+    rejected: list[str] = []
+    applied = 0
+    for doc in docs:
+        what = f"{doc['kind']} {doc['metadata']['name']}"
+        if doc["apiVersion"].startswith("monitoring.coreos.com/"):
+            # no Prometheus Operator CRDs here; the rendered object was checked on its own above
+            assert doc["kind"] == "ServiceMonitor"
+            continue
+        resource = await dynamic.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
+        # serialize=False hands back the HTTP response itself: the dynamic client does not raise on
+        # an error status, so the status is read here
+        response = await dynamic.server_side_apply(
+            resource, body=doc, namespace=doc["metadata"].get("namespace"),
+            field_manager=FIELD_MANAGER, force_conflicts=True, dry_run="All",
+            # an unknown field is an error, not a warning the apiserver drops it with
+            query_params=[("fieldValidation", "Strict")], serialize=False,
+        )
+        async with response:
+            if response.status != 200:
+                rejected.append(f"{what}: HTTP {response.status}: {await response.text()}")
+            else:
+                applied += 1
+    assert not rejected, "the apiserver rejected:\n" + "\n".join(rejected)
+    assert applied == sum(DEFAULT_KINDS.values())
+
+
+# ---------------------------------------------------------------------------------------------- the chart's RBAC at work
+async def eventually(
+    probe: Callable[[], Awaitable[Any]], *, timeout: float = 60.0, interval: float = 0.3, what: str = ""
+) -> Any:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    last: Any = None
+    while True:
+        with contextlib.suppress(ApiException, aiohttp.ClientError, OSError):
+            last = await probe()
+            if last:
+                return last
+        if loop.time() > deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {what or probe}; last value: {last!r}")
+        await asyncio.sleep(interval)
+
+
+@contextlib.contextmanager
+def koordpy_process(args: list[str], log_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "koordpy.cli", "run", *args],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=REPO_ROOT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        try:
+            yield proc
+        finally:
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(20)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(10)
+
+
+@pytest.fixture
+async def installed(
+    helm: str, control_plane: ControlPlane, kube_api: client.ApiClient
+) -> AsyncIterator[dict]:
+    """The chart installed with `helm install` in a namespace of its own, with a scheduler and
+    Lease name of its own. Its CRDs are left out: the control plane has them already, created
+    outside Helm (as a cluster with Koordinator has)."""
+    suffix = uuid.uuid4().hex[:6]
+    info = {
+        "namespace": f"chart-rbac-{suffix}",
+        "release": f"rbac-{suffix}",
+        "scheduler": f"koordpy-chart-{suffix}",
+        "lease": f"koordpy-chart-{suffix}",
+    }
+    kubeconfig = str(control_plane.kubeconfig)
+    profiles = json.dumps([{"schedulerName": info["scheduler"]}])
+    result = run_helm(
+        helm,
+        "install",
+        info["release"],
+        str(CHART),
+        "--kubeconfig",
+        kubeconfig,
+        "--namespace",
+        info["namespace"],
+        "--create-namespace",
+        "--set",
+        "crds.install=false",
+        "--set",
+        f"leaderElection.leaseName={info['lease']}",
+        "--set-json",
+        f"schedulerConfig.profiles={profiles}",
+        "--set",
+        "schedulerConfig.podInitialBackoffSeconds=1",
+        "--set",
+        "schedulerConfig.podMaxBackoffSeconds=2",
+    )
+    info["notes"] = result.stdout
+    try:
+        yield info
+    finally:
+        run_helm(
+            helm,
+            "uninstall",
+            info["release"],
+            "--kubeconfig",
+            kubeconfig,
+            "--namespace",
+            info["namespace"],
+            check=False,
+        )
+        # no kube-controller-manager: a deleted namespace would stay Terminating; remove its pods instead
+        with contextlib.suppress(ApiException):
+            await client.CoreV1Api(kube_api).delete_collection_namespaced_pod(
+                info["namespace"], grace_period_seconds=0
+            )
+
+
+def _pod(
+    name: str,
+    scheduler: str,
+    node_label: str,
+    cpu: str,
+    *,
+    priority_class: str | None = None,
+    labels: dict[str, str] | None = None,
+) -> dict:
+    spec: dict[str, Any] = {
+        "schedulerName": scheduler,
+        "nodeSelector": {"koordpy.e2e/chart-node": node_label},
+        "terminationGracePeriodSeconds": 0,
+        "containers": [
+            {
+                "name": "main",
+                "image": "registry.k8s.io/pause:3.10",
+                "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}},
+            }
+        ],
+    }
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": spec,
+    }
+
+
+async def test_the_charts_rbac_is_enough_for_koordpy(
+    installed: dict, control_plane: ControlPlane, kube_api: client.ApiClient, tmp_path: Path
+) -> None:
+    ns, scheduler = installed["namespace"], installed["scheduler"]
+    core = client.CoreV1Api(kube_api)
+    custom = client.CustomObjectsApi(kube_api)
+    assert f"schedulerName: {scheduler}" in installed["notes"]
+
+    # what the chart deployed: its configuration, its container's arguments, its ServiceAccount
+    apps = client.AppsV1Api(kube_api)
+    (deployment,) = (await apps.list_namespaced_deployment(ns)).items
+    pod_spec = deployment.spec.template.spec
+    (configmap_volume,) = [v for v in pod_spec.volumes if v.config_map is not None]
+    configmap = await core.read_namespaced_config_map(configmap_volume.config_map.name, ns)
+    config_path = tmp_path / "config.yaml"
+    config_path.write_text(configmap.data["config.yaml"])
+    token = await core.create_namespaced_service_account_token(
+        pod_spec.service_account_name,
+        ns,
+        client.AuthenticationV1TokenRequest(
+            spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=3600)
+        ),
+    )
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "chart",
+                "clusters": [
+                    {
+                        "name": "e2e",
+                        "cluster": {
+                            "server": control_plane.server,
+                            "certificate-authority": str(control_plane.ca_file),
+                        },
+                    }
+                ],
+                "users": [{"name": "koordpy", "user": {"token": token.status.token}}],
+                "contexts": [{"name": "chart", "context": {"cluster": "e2e", "user": "koordpy"}}],
+            }
+        )
+    )
+    args = [a for a in pod_spec.containers[0].args if not a.startswith(("--config", "--metrics-port"))]
+    identity = f"chart-{uuid.uuid4().hex[:6]}"
+    args += [
+        "--config",
+        str(config_path),
+        "--kubeconfig",
+        str(kubeconfig),
+        "--metrics-port",
+        str(free_port()),
+        "--bind-address",
+        "127.0.0.1",
+        "--identity",
+        identity,
+    ]
+
+    # one KWOK node with 2 CPUs, and two priority classes for the preemption
+    suffix = uuid.uuid4().hex[:6]
+    node = f"chart-node-{suffix}"
+    low, high = f"chart-low-{suffix}", f"chart-high-{suffix}"
+    capacity = {"cpu": "2", "memory": "8Gi", "pods": "110"}
+    await core.create_node(
+        client.V1Node(
+            metadata=client.V1ObjectMeta(
+                name=node,
+                annotations={KWOK_NODE_ANNOTATION: KWOK_NODE_ANNOTATION_VALUE},
+                labels={"koordpy.e2e/chart-node": suffix, "kubernetes.io/hostname": node, "type": "kwok"},
+            ),
+            status=client.V1NodeStatus(capacity=capacity, allocatable=dict(capacity)),
+        )
+    )
+    scheduling = client.SchedulingV1Api(kube_api)
+    for name, value in ((low, 10), (high, 1000)):
+        await scheduling.create_priority_class(
+            client.V1PriorityClass(metadata=client.V1ObjectMeta(name=name), value=value)
+        )
+    log_path = tmp_path / "koordpy.log"
+    try:
+        with koordpy_process(args, log_path) as proc:
+            await _exercise(core, custom, kube_api, ns, scheduler, suffix, low, high, proc, log_path)
+
+            lease = await client.CoordinationV1Api(kube_api).read_namespaced_lease(installed["lease"], ns)
+            assert lease.spec.holder_identity == identity
+        log = log_path.read_text(errors="replace")
+        forbidden = [line for line in log.splitlines() if re.search(r"\b403\b|forbidden", line, re.I)]
+        assert not forbidden, "requests of koordpy were forbidden:\n" + "\n".join(forbidden[:20])
+    finally:
+        with contextlib.suppress(ApiException):
+            await core.delete_node(node)
+        for name in (low, high):
+            with contextlib.suppress(ApiException):
+                await scheduling.delete_priority_class(name)
+
+
+async def _exercise(
+    core: client.CoreV1Api,
+    custom: client.CustomObjectsApi,
+    kube_api: client.ApiClient,
+    ns: str,
+    scheduler: str,
+    node_label: str,
+    low: str,
+    high: str,
+    proc: subprocess.Popen[bytes],
+    log_path: Path,
+) -> None:
+    def alive() -> None:
+        if proc.poll() is not None:
+            pytest.fail(f"koordpy run exited with {proc.returncode}:\n{log_path.read_text()[-4000:]}")
+
+    async def bound(name: str) -> str:
+        alive()
+        pod = await core.read_namespaced_pod(name, ns)
+        return str(pod.spec.node_name or "")
+
+    async def event(reason: str, name: str) -> bool:
+        events = await client.EventsV1Api(kube_api).list_namespaced_event(ns)
+        return any(e.reason == reason and e.regarding.name == name for e in events.items)
+
+    # bind (pods/binding), and say so (events.k8s.io)
+    await core.create_namespaced_pod(ns, _pod("victim", scheduler, node_label, "1500m", priority_class=low))
+    await eventually(lambda: bound("victim"), what="the first pod to be bound")
+    await eventually(lambda: event("Scheduled", "victim"), what="a Scheduled event")
+
+    # unschedulable: PodScheduled=False (pods/status) and FailedScheduling
+    await core.create_namespaced_pod(ns, _pod("too-big", scheduler, node_label, "4"))
+
+    async def unschedulable() -> bool:
+        alive()
+        pod = await core.read_namespaced_pod("too-big", ns)
+        return any(c.type == "PodScheduled" and c.status == "False" for c in pod.status.conditions or [])
+
+    await eventually(unschedulable, what="PodScheduled=False on the pod that does not fit")
+    await eventually(lambda: event("FailedScheduling", "too-big"), what="a FailedScheduling event")
+    await core.delete_namespaced_pod("too-big", ns, grace_period_seconds=0)
+
+    # preemption: the victim is marked (pods/status) and deleted (pods delete), the preemptor bound
+    await core.create_namespaced_pod(
+        ns, _pod("preemptor", scheduler, node_label, "1500m", priority_class=high)
+    )
+
+    async def victim_gone() -> bool:
+        alive()
+        try:
+            await core.read_namespaced_pod("victim", ns)
+        except ApiException as err:
+            return err.status == 404
+        return False
+
+    await eventually(victim_gone, what="the low-priority pod to be preempted")
+    await eventually(lambda: bound("preemptor"), what="the preemptor to be bound")
+    await eventually(lambda: event("Preempted", "victim"), what="a Preempted event")
+
+    # a gang: a PodGroup (list/watch of podgroups) whose two members are placed together
+    await custom.create_namespaced_custom_object(
+        "scheduling.sigs.k8s.io",
+        "v1alpha1",
+        ns,
+        "podgroups",
+        {
+            "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": "gang"},
+            "spec": {"minMember": 2},
+        },
+    )
+    members = ["gang-0", "gang-1"]
+    for name in members:
+        await core.create_namespaced_pod(
+            ns, _pod(name, scheduler, node_label, "100m", labels={"pod-group.scheduling.sigs.k8s.io": "gang"})
+        )
+    for name in members:
+        await eventually(lambda n=name: bound(n), what=f"gang member {name} to be bound")
