@@ -36,7 +36,6 @@ from kubernetes_asyncio.config.config_exception import ConfigException
 
 from koordpy.api.namespace import Namespace
 from koordpy.api.node import Node
-from koordpy.api.pdb import PodDisruptionBudget
 from koordpy.api.pod import Pod
 from koordpy.config.models import SchedulerConfiguration
 from koordpy.framework.clock import RealClock
@@ -66,8 +65,6 @@ BUSY_TICK_INTERVAL = 1.0
 # a standby never carries out decisions; these are the ones made from events before it led
 MAX_HELD_EFFECTS = 10_000
 STANDBY_POLL = 1.0
-
-PDB_SERVICE = "scenario.pdbs"
 
 
 class ApiError(Exception):
@@ -594,8 +591,6 @@ class KubeWorld:
         self.informers: dict[Resource, Informer] = {}
         for resource in resources:
             self.informers[resource] = Informer(api, resource, self._handler_for(resource), metrics)
-        self.pdbs: list[PodDisruptionBudget] = []
-        scheduler.services.setdefault(PDB_SERVICE, self.pdbs)
         # awaited just before a binding request is sent; tests use it to act in that window
         self.before_bind: Callable[[Bind], Awaitable[None]] | None = None
         self._wake = asyncio.Event()
@@ -666,8 +661,6 @@ class KubeWorld:
             return self._on_node
         if resource.kind == "Namespace":
             return self._on_namespace
-        if resource.kind == "PodDisruptionBudget":
-            return self._on_pdb
         kind = resource.kind
 
         def on_object(action: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
@@ -700,17 +693,6 @@ class KubeWorld:
     def _on_namespace(self, action: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         if action != DELETE:
             self.scheduler.on_namespace(Namespace.from_dict(obj))
-
-    def _on_pdb(self, action: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        key = object_key(obj)
-        self.pdbs[:] = [p for p in self.pdbs if p.key != key]
-        if action != DELETE:
-            try:
-                self.pdbs.append(PodDisruptionBudget.from_dict(obj))
-            except ValueError as err:
-                log.warning("PodDisruptionBudget %s is ignored: %s", key, err)
-        self.scheduler.on_object("PodDisruptionBudget", action, obj)
-        self._wake.set()
 
     # ------------------------------------------------------------------ the loop
     def wake(self) -> None:

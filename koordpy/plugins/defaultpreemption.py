@@ -151,6 +151,8 @@ class _Verdicts:
     error: Status | None = None
 
     def add(self, status: Status, count: int = 1) -> None:
+        if count <= 0:
+            return
         self.nodes += count
         for reason in status.reasons:
             self.reasons[reason] += count

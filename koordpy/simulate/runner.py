@@ -11,6 +11,7 @@ from koordpy.plugins import registry
 from koordpy.scheduler import Scheduler
 from koordpy.simulate.gangs import add_pod_groups
 from koordpy.status.fragmentation import GPU, fragmentation
+from koordpy.status.topology import TopologySpecError, build_tree, detail_status, parse_layer_chain
 from koordpy.simulate.loader import Scenario
 from koordpy.simulate.report import PodGroupResult, PodResult, PreemptionResult, Report
 
@@ -62,6 +63,26 @@ def simulate(
     world = build_world(scenario, config)
     world.run(max_virtual_seconds)
     return build_report(world, scenario)
+
+
+def add_topology_status(world: MemoryCluster, scenario: Scenario, report: Report) -> None:
+    """The status the ClusterNetworkTopology operator would write for the object named `default`."""
+    topology = next((t for t in scenario.topologies if (t.get("metadata") or {}).get("name") == "default"), None)
+    if topology is None:
+        if scenario.topologies:
+            report.clusterNetworkTopology = {"status": {"message": "only the object named default is used"}}
+        return
+    snap = world.scheduler.cache.snapshot
+    nodes = [snap.info(int(r)).node for r in snap.live_rows()]
+    try:
+        chain = parse_layer_chain((topology.get("spec") or {}).get("networkTopologySpec"))
+    except TopologySpecError as err:
+        report.clusterNetworkTopology = {"status": {
+            "conditions": [{"type": "Valid", "status": "False", "reason": "InvalidSpec", "message": str(err)}],
+            "message": str(err),
+        }}
+        return
+    report.clusterNetworkTopology = {"status": {"detailStatus": detail_status(build_tree(chain, nodes))}}
 
 
 def add_fragmentation(world: MemoryCluster, report: Report) -> None:
@@ -122,6 +143,7 @@ def build_report(world: MemoryCluster, scenario: Scenario) -> Report:
     )
     add_pod_groups(world, scenario, report)
     add_fragmentation(world, report)
+    add_topology_status(world, scenario, report)
     for hook in REPORT_HOOKS:
         hook(world, scenario, report)
     return report

@@ -309,7 +309,7 @@ def detail_status(tree: TopologyTree) -> list[dict[str, Any]]:
         if domain.nodes:
             child_layer = tree.child_layer(domain.path)
             entry["childTopologyLayer"] = child_layer
-            # nodes are counted, never listed: a large cluster's status would not fit in an object
+            # nodes are only counted: a list of them would grow the object with the cluster
             if child_layer != NODE_LAYER:
                 entry["childTopologyNames"] = [tree.domains[c].name for c in domain.children]
         entry["nodeNum"] = len(domain.nodes)

@@ -83,13 +83,16 @@ async def eventually(
         await asyncio.sleep(interval)
 
 
-def pod_manifest(name: str, nodes_label: str, cpu: str = "100m") -> client.V1Pod:
+def pod_manifest(
+    name: str, nodes_label: str, cpu: str = "100m", priority_class: str | None = None, grace_seconds: int = 0
+) -> client.V1Pod:
     return client.V1Pod(
         metadata=client.V1ObjectMeta(name=name, labels={"app": "e2e-run"}),
         spec=client.V1PodSpec(
             scheduler_name=SCHEDULER_NAME,
             node_selector={NODE_LABEL: nodes_label},
-            termination_grace_period_seconds=0,
+            priority_class_name=priority_class,
+            termination_grace_period_seconds=grace_seconds,
             containers=[
                 client.V1Container(
                     name="main",
@@ -399,6 +402,57 @@ async def test_metrics_health_and_readiness(
         await server.stop()
 
 
+async def test_preemption_marks_deletes_and_reports_the_victim(
+    world: KubeWorld, core: client.CoreV1Api, kube_api: client.ApiClient, namespace: str, nodes: str
+) -> None:
+    scheduling = client.SchedulingV1Api(kube_api)
+    low, high = _name("e2e-low"), _name("e2e-high")
+    for name, value in ((low, 10), (high, 1000)):
+        await scheduling.create_priority_class(
+            client.V1PriorityClass(metadata=client.V1ObjectMeta(name=name), value=value)
+        )
+    try:
+        async with PodWatch(kube_api, namespace) as watch:
+            # one low-priority pod fills most of each node; a grace period makes the deletion visible
+            victims = [f"low-{i}-{uuid.uuid4().hex[:5]}" for i in range(NODE_COUNT)]
+            for name in victims:
+                await core.create_namespaced_pod(
+                    namespace, pod_manifest(name, nodes, cpu="7", priority_class=low, grace_seconds=30)
+                )
+            await wait_running(core, namespace, victims)
+            preemptor = _name("high")
+            await core.create_namespaced_pod(namespace, pod_manifest(preemptor, nodes, cpu="5",
+                                                                     priority_class=high))
+            await wait_running(core, namespace, [preemptor])
+
+            remaining = {p.metadata.name for p in (await core.list_namespaced_pod(namespace)).items}
+            evicted = [v for v in victims if v not in remaining]
+            assert len(evicted) == 1, evicted
+            victim = evicted[0]
+            node = watch.node_names(victim)[0]
+            assert watch.node_names(preemptor) == [node]
+            marks = watch.conditions(victim, "DisruptionTarget")
+            assert marks and marks[-1]["status"] == "True" and marks[-1]["reason"] == "PreemptionByScheduler"
+            nominated = [(o.get("status") or {}).get("nominatedNodeName") for o in watch.seen[preemptor]]
+            assert node in nominated
+
+        async def preempted_events() -> list[Any]:
+            return await events_of(kube_api, namespace, "Preempted")
+
+        events = await eventually(preempted_events, what="a Preempted event")
+        assert [e.regarding.name for e in events] == [victim]
+        assert events[0].reporting_controller == "koordpy"
+        assert events[0].note == f"Preempted by {namespace}/{preemptor} on node {node}"
+        assert events[0].related is not None and events[0].related.name == preemptor
+        registry_ = world.metrics.registry
+        assert (registry_.get_sample_value("scheduler_preemption_attempts_total") or 0) >= 1
+        assert registry_.get_sample_value("scheduler_preemption_victims_sum") == 1
+    finally:
+        for name in (low, high):
+            with contextlib.suppress(ApiException):
+                await scheduling.delete_priority_class(name)
+
+
 # ---------------------------------------------------------------------------------------------- subprocesses
 class RunProcess:
     """`koordpy run` as a child process, its log in a file."""
@@ -447,35 +501,55 @@ class RunProcess:
         self._log.close()
 
 
-async def _pod_binding_watch(
-    kube_api: client.ApiClient, namespace: str, bound: dict[str, list[str]], started: asyncio.Event
-) -> None:
-    """Every nodeName each pod of the namespace was seen with, in order, from a watch."""
-    core = client.CoreV1Api(kube_api)
-    listing = await core.list_namespaced_pod(namespace)
-    rv = listing.metadata.resource_version
-    started.set()
-    while True:
-        response = cast(
-            aiohttp.ClientResponse,
-            await core.list_namespaced_pod(
-                namespace,
-                watch=True,
-                resource_version=rv,
-                allow_watch_bookmarks=True,
-                timeout_seconds=300,
-                _preload_content=False,
-            ),
-        )
-        async with response:
-            while line := await response.content.readline():
-                event = json.loads(line)
-                obj = event["object"]
-                rv = obj["metadata"]["resourceVersion"]
-                node = (obj.get("spec") or {}).get("nodeName")
-                seen = bound.setdefault(obj["metadata"]["name"], [])
-                if node and (not seen or seen[-1] != node):
-                    seen.append(node)
+class PodWatch:
+    """Every state of every pod of a namespace, in order, from a watch of the test's own."""
+
+    def __init__(self, kube_api: client.ApiClient, namespace: str) -> None:
+        self.core = client.CoreV1Api(kube_api)
+        self.namespace = namespace
+        self.seen: dict[str, list[dict[str, Any]]] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> PodWatch:
+        listing = await self.core.list_namespaced_pod(self.namespace)
+        self._task = asyncio.create_task(self._run(listing.metadata.resource_version))
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+    async def _run(self, rv: str) -> None:
+        while True:
+            response = cast(
+                aiohttp.ClientResponse,
+                await self.core.list_namespaced_pod(
+                    self.namespace, watch=True, resource_version=rv, timeout_seconds=300,
+                    _preload_content=False,
+                ),
+            )
+            async with response:
+                while line := await response.content.readline():
+                    obj = json.loads(line)["object"]
+                    rv = obj["metadata"]["resourceVersion"]
+                    self.seen.setdefault(obj["metadata"]["name"], []).append(obj)
+
+    def node_names(self, pod: str) -> list[str]:
+        """The nodes the pod was seen bound to, each change once."""
+        nodes: list[str] = []
+        for obj in self.seen.get(pod, ()):
+            node = (obj.get("spec") or {}).get("nodeName")
+            if node and (not nodes or nodes[-1] != node):
+                nodes.append(node)
+        return nodes
+
+    def conditions(self, pod: str, condition_type: str) -> list[dict[str, Any]]:
+        return [
+            c for obj in self.seen.get(pod, ())
+            for c in (obj.get("status") or {}).get("conditions") or () if c.get("type") == condition_type
+        ]
 
 
 async def test_leader_failover_binds_every_pod_once(
@@ -508,87 +582,85 @@ async def test_leader_failover_binds_every_pod_once(
         "0.5",
         "--shutdown-timeout",
         "5",
+        "--log-level",
+        "debug",
     ]
     procs = [
         RunProcess(common, tmp_path / f"koordpy-{i}.log", free_port(), _name(f"e2e-koordpy-{i}"))
         for i in range(2)
     ]
-    bound: dict[str, list[str]] = {}
-    watching = asyncio.Event()
-    watcher = asyncio.create_task(_pod_binding_watch(kube_api, namespace, bound, watching))
     coordination = client.CoordinationV1Api(kube_api)
     try:
-        await asyncio.wait_for(watching.wait(), 30)
+        async with PodWatch(kube_api, namespace) as watch:
 
-        async def all_ready() -> bool:
-            for p in procs:
-                assert p.proc.poll() is None, f"koordpy exited early:\n{p.log()}"
-                if (await p.get("/readyz"))[0] != 200:
-                    return False
-            return True
+            async def all_ready() -> bool:
+                for p in procs:
+                    assert p.proc.poll() is None, f"koordpy exited early:\n{p.log()}"
+                    if (await p.get("/readyz"))[0] != 200:
+                        return False
+                return True
 
-        await eventually(all_ready, timeout=60, what="both schedulers ready (the standby too)")
+            await eventually(all_ready, timeout=60, what="both schedulers ready (the standby too)")
 
-        async def holder() -> str:
-            return (await coordination.read_namespaced_lease(lease, namespace)).spec.holder_identity or ""
+            async def holder() -> str:
+                return (await coordination.read_namespaced_lease(lease, namespace)).spec.holder_identity or ""
 
-        leader_id = await eventually(holder, what="a leader")
-        leader = next(p for p in procs if p.identity == leader_id)
-        standby = next(p for p in procs if p is not leader)
-        assert "leader_election_master_status" in (await standby.get("/metrics"))[1]
+            leader_id = await eventually(holder, what="a leader")
+            leader = next(p for p in procs if p.identity == leader_id)
+            standby = next(p for p in procs if p is not leader)
+            assert "leader_election_master_status" in (await standby.get("/metrics"))[1]
 
-        first = await create_pods(core, namespace, nodes, 5, prefix="first")
-        await wait_running(core, namespace, first)
+            first = await create_pods(core, namespace, nodes, 5, prefix="first")
+            await wait_running(core, namespace, first)
 
-        async def first_events() -> list[Any]:
-            found = await events_of(kube_api, namespace, "Scheduled")
-            return found if len(found) >= len(first) else []
+            async def first_events() -> list[Any]:
+                found = await events_of(kube_api, namespace, "Scheduled")
+                return found if len(found) >= len(first) else []
 
-        scheduled = await eventually(first_events, what="Scheduled events of the first pods")
-        # the standby wrote nothing
-        assert {e.reporting_instance for e in scheduled} == {leader.identity}
+            scheduled = await eventually(first_events, what="Scheduled events of the first pods")
+            # the standby wrote nothing
+            assert {e.reporting_instance for e in scheduled} == {leader.identity}
 
-        leader.proc.send_signal(signal.SIGKILL)
-        killed_at = time.monotonic()
-        second = await create_pods(core, namespace, nodes, 5, prefix="second")
+            leader.proc.send_signal(signal.SIGKILL)
+            killed_at = time.monotonic()
+            second = await create_pods(core, namespace, nodes, 5, prefix="second")
 
-        async def taken_over() -> bool:
-            return await holder() == standby.identity
+            async def taken_over() -> bool:
+                return await holder() == standby.identity
 
-        await eventually(
-            taken_over, timeout=lease_duration + 10, interval=0.1, what="the standby to take over"
-        )
-        takeover = time.monotonic() - killed_at
-        # lease duration, plus one retry period and the standby's first look at the record
-        assert takeover < lease_duration + 3.0, takeover
-        await wait_running(core, namespace, second, timeout=30)
-        assert standby.proc.poll() is None, standby.log()
+            await eventually(
+                taken_over, timeout=lease_duration + 10, interval=0.1, what="the standby to take over"
+            )
+            takeover = time.monotonic() - killed_at
+            # lease duration, plus one retry period and the standby's first look at the record
+            assert takeover < lease_duration + 3.0, takeover
+            await wait_running(core, namespace, second, timeout=30)
+            assert standby.proc.poll() is None, standby.log()
 
-        status, text = await standby.get("/metrics")
-        assert status == 200
-        attempts = r'^scheduler_schedule_attempts_total\{profile="koord-scheduler",result="scheduled"\} '
-        assert re.search(attempts, text, re.M), text
-        assert re.search(r'^leader_election_master_status\{name="' + lease + r'"\} 1\.0$', text, re.M)
+            status, text = await standby.get("/metrics")
+            assert status == 200
+            attempts = r'^scheduler_schedule_attempts_total\{profile="koord-scheduler",result="scheduled"\} '
+            assert re.search(attempts, text, re.M), text
+            assert re.search(r'^leader_election_master_status\{name="' + lease + r'"\} 1\.0$', text, re.M)
 
-        async def every_pod_once() -> bool:
-            counts = Counter(e.regarding.name for e in await events_of(kube_api, namespace, "Scheduled"))
-            return all(counts[n] == 1 for n in first + second) and all(bound.get(n) for n in first + second)
+            async def every_pod_once() -> bool:
+                counts = Counter(e.regarding.name for e in await events_of(kube_api, namespace, "Scheduled"))
+                everyone = first + second
+                return all(counts[n] == 1 for n in everyone) and all(watch.node_names(n) for n in everyone)
 
-        await eventually(every_pod_once, what="one Scheduled event per pod")
-        for name in first + second:
-            assert len(bound[name]) == 1, (name, bound[name])
-        by_instance = Counter(e.reporting_instance for e in await events_of(kube_api, namespace, "Scheduled"))
-        assert by_instance[standby.identity] >= len(second)
+            await eventually(every_pod_once, what="one Scheduled event per pod")
+            for name in first + second:
+                assert len(watch.node_names(name)) == 1, (name, watch.node_names(name))
+            scheduled = await events_of(kube_api, namespace, "Scheduled")
+            by_instance = Counter(e.reporting_instance for e in scheduled)
+            assert by_instance[standby.identity] >= len(second)
 
-        # SIGTERM: a clean exit that hands the lease back
-        standby.proc.send_signal(signal.SIGTERM)
-        code = await asyncio.to_thread(standby.proc.wait, 20)
-        assert code == 0, standby.log()
-        assert await holder() == "", "the lease was not released"
+            # SIGTERM: a clean exit that hands the lease back
+            standby.proc.send_signal(signal.SIGTERM)
+            code = await asyncio.to_thread(standby.proc.wait, 20)
+            assert code == 0, standby.log()
+            assert await holder() == "", "the lease was not released"
     finally:
-        watcher.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await watcher
         for p in procs:
             p.close()
 

@@ -490,7 +490,6 @@ class ControlPlane:
         if self._apiserver is None:
             raise ControlPlaneError("control plane not started")
         self._apiserver.stop()
-        self._apiserver.popen = None
         self._launch(self._apiserver)
         self._wait_apiserver_ready(self._apiserver)
         self._wait(self._apiserver, self._resources_served, "resources to be served again")
