@@ -24,8 +24,19 @@ PYPROJECT = REPO_ROOT / "pyproject.toml"
 NONROOT_UID = 65532
 METRICS_PORT = "10259"
 # tools of the dev extra and the build that must never reach the image
-NOT_RUNTIME = {"pytest", "pytest-asyncio", "hypothesis", "mypy", "ruff", "import-linter", "types-pyyaml",
-               "pip", "setuptools", "wheel", "koordpy"}
+NOT_RUNTIME = {
+    "pytest",
+    "pytest-asyncio",
+    "hypothesis",
+    "mypy",
+    "ruff",
+    "import-linter",
+    "types-pyyaml",
+    "pip",
+    "setuptools",
+    "wheel",
+    "koordpy",
+}
 
 
 @dataclass(frozen=True)
@@ -171,8 +182,12 @@ def test_entrypoint_is_koordpy_run_in_exec_form(instructions: list[Instruction])
 
 
 def test_exposes_the_metrics_port(instructions: list[Instruction]) -> None:
-    exposed = {p.split("/")[0] for ins in stages(instructions)[-1] if ins.keyword == "EXPOSE"
-               for p in ins.value.split()}
+    exposed = {
+        p.split("/")[0]
+        for ins in stages(instructions)[-1]
+        if ins.keyword == "EXPOSE"
+        for p in ins.value.split()
+    }
     assert METRICS_PORT in exposed
 
 
@@ -180,17 +195,22 @@ def test_installs_only_the_lock_and_checks_it(instructions: list[Instruction]) -
     runs = " ".join(ins.value for ins in instructions if ins.keyword == "RUN")
     copies = " ".join(ins.value for ins in instructions if ins.keyword == "COPY")
     assert "requirements.lock" in copies
-    assert re.search(r"pip install --no-deps -r requirements\.lock", runs), \
+    assert re.search(r"pip install --no-deps -r requirements\.lock", runs), (
         "install the lock with --no-deps, so nothing unpinned comes in"
-    assert re.search(r"pip install --no-deps \S*koordpy\S*\.whl", runs), \
+    )
+    assert re.search(r"pip install --no-deps \S*koordpy\S*\.whl", runs), (
         "install koordpy's wheel without deps"
+    )
     assert "pip check" in runs, "`pip check` catches a lock that misses or mismatches a dependency"
 
 
 def test_parser_joins_continuations_and_skips_comments() -> None:
     parsed = parse_dockerfile("ARG A=1\n# c\nFROM x:${A} AS b\nRUN a \\\n  # inner\n  && b\nUSER 1\n")
     assert [(i.keyword, i.value) for i in parsed] == [
-        ("ARG", "A=1"), ("FROM", "x:${A} AS b"), ("RUN", "a && b"), ("USER", "1"),
+        ("ARG", "A=1"),
+        ("FROM", "x:${A} AS b"),
+        ("RUN", "a && b"),
+        ("USER", "1"),
     ]
     assert base_image("x:${A} AS b", {"A": "1"}) == "x:1"
 

@@ -476,10 +476,15 @@ async def test_the_apiserver_accepts_every_rendered_object(
         # serialize=False hands back the HTTP response itself: the dynamic client does not raise on
         # an error status, so the status is read here
         response = await dynamic.server_side_apply(
-            resource, body=doc, namespace=doc["metadata"].get("namespace"),
-            field_manager=FIELD_MANAGER, force_conflicts=True, dry_run="All",
+            resource,
+            body=doc,
+            namespace=doc["metadata"].get("namespace"),
+            field_manager=FIELD_MANAGER,
+            force_conflicts=True,
+            dry_run="All",
             # an unknown field is an error, not a warning the apiserver drops it with
-            query_params=[("fieldValidation", "Strict")], serialize=False,
+            query_params=[("fieldValidation", "Strict")],
+            serialize=False,
         )
         async with response:
             if response.status not in (200, 201):  # 201: it would be created

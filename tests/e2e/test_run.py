@@ -665,6 +665,41 @@ async def test_leader_failover_binds_every_pod_once(
             p.close()
 
 
+async def test_losing_the_lease_exits_non_zero(
+    control_plane: ControlPlane, kube_api: client.ApiClient, namespace: str, nodes: str, tmp_path: Path
+) -> None:
+    config_path = tmp_path / "config.yaml"
+    config_path.write_text(yaml.safe_dump(CONFIG_DOC))
+    lease = _name("lease")
+    args = [
+        "--kubeconfig", str(control_plane.kubeconfig), "--config", str(config_path), "--leader-elect",
+        "--lease-name", lease, "--lease-namespace", namespace,
+        "--lease-duration", "4", "--renew-deadline", "3", "--retry-period", "0.5",
+    ]
+    proc = RunProcess(args, tmp_path / "koordpy.log", free_port(), _name("e2e-koordpy"))
+    coordination = client.CoordinationV1Api(kube_api)
+    try:
+        async def held() -> bool:
+            current = await coordination.read_namespaced_lease(lease, namespace)
+            return bool(current.spec.holder_identity == proc.identity)
+
+        await eventually(held, timeout=60, what="the lease to be held")
+
+        async def steal() -> bool:
+            # the leader renews every half second: a stale read loses with 409 and is tried again
+            current = await coordination.read_namespaced_lease(lease, namespace)
+            current.spec.holder_identity = "someone-else"
+            await coordination.replace_namespaced_lease(lease, namespace, current)
+            return True
+
+        await eventually(steal, what="the lease to be taken away")
+        code = await asyncio.to_thread(proc.proc.wait, 10)
+        assert code == 1, proc.log()
+        assert "leader election lost" in proc.log()
+    finally:
+        proc.close()
+
+
 def test_run_rejects_an_invalid_configuration(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text(
