@@ -58,6 +58,30 @@ class _PendingPods(Collector):
         return ()
 
 
+class _ScrapeGauges:
+    """Plain gauges whose values are computed when Prometheus scrapes."""
+
+    HELP = {
+        "koordpy_gang_groups_waiting": "Gang groups with members reserved at Permit, waiting for the rest.",
+        "koordpy_gpu_idle": "GPUs (nvidia.com/gpu) allocatable and not requested by any pod.",
+        "koordpy_gpu_fragmented": "Idle GPUs on nodes that can no longer take a pod of the most common "
+        "GPU request size.",
+    }
+
+    def __init__(self, source: Callable[[], Mapping[str, float]]) -> None:
+        self._source = source
+
+    def collect(self) -> Iterable[Metric]:
+        values = self._source()
+        for name, help_text in self.HELP.items():
+            family = GaugeMetricFamily(name, help_text)
+            family.add_metric([], float(values.get(name, 0.0)))
+            yield family
+
+    def describe(self) -> Iterable[Metric]:
+        return []
+
+
 class SchedulerMetrics:
     """The scheduler's `SchedulerObserver`, plus what the cluster world reports (bindings, watches,
     leadership)."""
@@ -209,6 +233,45 @@ class SchedulerMetrics:
 
     def set_leader(self, lease: str, is_leader: bool) -> None:
         self.leader.labels(lease).set(1.0 if is_leader else 0.0)
+
+    # ------------------------------------------------------------------ gangs and GPUs
+    def gang_event(self, event: str, value: float) -> None:
+        """`bound` with the seconds from the group's first member seen to its release, or
+        `rejected:<reason>` once per rejected group."""
+        if event == "bound":
+            self._gang_bound_seconds().observe(value)
+        elif event.startswith("rejected:"):
+            self._gang_rejections().labels(event.split(":", 1)[1]).inc()
+
+    def _gang_bound_seconds(self) -> Histogram:
+        metric = getattr(self, "_gang_bound", None)
+        if metric is None:
+            metric = Histogram(
+                "koordpy_gang_time_to_bound_seconds",
+                "Seconds from the first member of a gang group being seen to the group being released "
+                "to bind as a whole.",
+                buckets=(0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600),
+                registry=self.registry,
+            )
+            self._gang_bound = metric
+        return metric
+
+    def _gang_rejections(self) -> Counter:
+        metric = getattr(self, "_gang_rejected", None)
+        if metric is None:
+            metric = Counter(
+                "koordpy_gang_rejections_total",
+                "Gang groups rolled back or timed out as a whole, by reason (Unschedulable, Timeout).",
+                ["reason"],
+                registry=self.registry,
+            )
+            self._gang_rejected = metric
+        return metric
+
+    def track_gauges(self, source: Callable[[], Mapping[str, float]]) -> None:
+        """Gauges read at scrape time: koordpy_gang_groups_waiting, koordpy_gpu_idle,
+        koordpy_gpu_fragmented (see the README for the fragmentation definition)."""
+        self.registry.register(_ScrapeGauges(source))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -58,6 +58,7 @@ class SchedulerObserver(Protocol):
     def extension_point(self, point: str, plugin: str, status: str, seconds: float) -> None: ...
     # after PostFilter ran for a pod: how many victims it chose to evict (0 when preemption found none)
     def preemption(self, profile: str, victims: int) -> None: ...
+    def gang_event(self, event: str, value: float) -> None: ...
 
 
 class NullObserver:
@@ -71,6 +72,9 @@ class NullObserver:
         pass
 
     def preemption(self, profile: str, victims: int) -> None:
+        pass
+
+    def gang_event(self, event: str, value: float) -> None:
         pass
 
 
@@ -127,6 +131,7 @@ class Scheduler:
         # kind -> callables(action, obj) where action is Add, Update or Delete and obj the API dict
         self.object_handlers: dict[str, list[Callable[[str, Mapping[str, Any]], None]]] = {}
         self.services["pod_listeners"] = self.pod_listeners
+        self.services["gang_event"] = lambda event, value: self.observer.gang_event(event, value)
         self.services["register_object_handler"] = self.register_object_handler
         self.profiles: dict[str, Profile] = {}
         self.queues: dict[str, SchedulingQueue] = {}
@@ -664,6 +669,25 @@ class Scheduler:
     def drain(self) -> list[Effect]:
         out = list(self.outbox)
         self.outbox.clear()
+        return out
+
+    def scrape_gauges(self) -> dict[str, float]:
+        """Values for gauges computed at scrape time (gang groups waiting, GPU fragmentation)."""
+        from koordpy.status.fragmentation import GPU, fragmentation
+
+        out: dict[str, float] = {}
+        gangs = self.services.get("coscheduling.registry")
+        if gangs is not None:
+            out["koordpy_gang_groups_waiting"] = float(gangs.waiting_groups())
+        snap = self.cache.snapshot
+        col = snap.resource_col.get(GPU)
+        if col is not None:
+            rows = snap.live_rows()
+            nodes = zip(snap.allocatable[rows, col].tolist(), snap.requested[rows, col].tolist(), strict=True)
+            requests = [p.requests.get(GPU, 0) for p in self.pods.values()]
+            f = fragmentation(nodes, requests)
+            out["koordpy_gpu_idle"] = float(f.idle)
+            out["koordpy_gpu_fragmented"] = float(f.fragmented)
         return out
 
     def pending_counts(self) -> Mapping[str, int]:

@@ -328,7 +328,10 @@ class Informer:
                     self.resource_version = None
                     self._restart("expired")
                     continue
-                if err.status == 404 and self.resource.optional and self.resource_version is None:
+                if err.status == 404 and self.resource.optional:
+                    # the CRD is not installed, or was just removed: what it served is gone
+                    self._replace({})
+                    self.resource_version = None
                     if not self.missing:
                         log.warning("%s is not served (is its CRD installed?); checking again every %.0fs",
                                     label, self.missing_retry)

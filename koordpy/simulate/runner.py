@@ -10,10 +10,10 @@ from koordpy.framework.clock import VirtualClock
 from koordpy.plugins import registry
 from koordpy.scheduler import Scheduler
 from koordpy.simulate.gangs import add_pod_groups
-from koordpy.status.fragmentation import GPU, fragmentation
-from koordpy.status.topology import TopologySpecError, build_tree, detail_status, parse_layer_chain
 from koordpy.simulate.loader import Scenario
 from koordpy.simulate.report import PodGroupResult, PodResult, PreemptionResult, Report
+from koordpy.status.fragmentation import GPU, fragmentation
+from koordpy.status.topology import TopologySpecError, build_tree, detail_status, parse_layer_chain
 
 REASON_SCHEDULER_NOT_FOUND = "SchedulerNotFound"
 REASON_SCHEDULING_GATED = "SchedulingGated"

@@ -29,7 +29,7 @@ from kubernetes_asyncio import config as k8s_config
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from koordpy.cluster.http import HealthServer
-from koordpy.cluster.kube import PODS, KubeApi, KubeWorld
+from koordpy.cluster.kube import PODS, Informer, KubeApi, KubeWorld, Resource
 from koordpy.config.models import SchedulerConfiguration, parse_configuration
 from koordpy.framework.clock import RealClock
 from koordpy.framework.effects import Bind
@@ -451,6 +451,25 @@ async def test_preemption_marks_deletes_and_reports_the_victim(
         for name in (low, high):
             with contextlib.suppress(ApiException):
                 await scheduling.delete_priority_class(name)
+
+
+async def test_a_resource_that_is_not_served_does_not_block_sync(control_plane: ControlPlane) -> None:
+    """An optional kind whose CRD is not installed counts as synced (empty) and is looked for
+    again later; the scheduler is not held back by it."""
+    api = await KubeApi.connect(str(control_plane.kubeconfig))
+    absent = Resource("Widget", "widgets.e2e.koordpy.io/v1", "widgets", optional=True)
+    seen: list[str] = []
+    informer = Informer(api, absent, lambda action, obj, old: seen.append(action), missing_retry=60.0)
+    task = asyncio.create_task(informer.run())
+    try:
+        await asyncio.wait_for(informer.synced.wait(), 30)
+        assert informer.missing
+        assert not informer.store and not seen
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await api.close()
 
 
 # ---------------------------------------------------------------------------------------------- subprocesses

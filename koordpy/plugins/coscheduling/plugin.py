@@ -209,6 +209,7 @@ class Coscheduling(Plugin):
             # only short of members that are not here yet: they join through Permit until timeout
             keep_waiting = True
         if not self._group_valid(gang) and not keep_waiting:
+            self._observe("rejected:Unschedulable", 1.0)
             self.reject_group(gang, message)
             for g in group:
                 if g is None:
@@ -230,6 +231,8 @@ class Coscheduling(Plugin):
             return None
         head = f"gang {gang.id}" if len(gang.group) == 1 else f"gang group [{gang.group_id}]"
         message = f"{head} cannot be placed as a whole: member {pod.key} {why}"
+        if "timeout" in why:
+            self._observe("rejected:Timeout", 1.0)
         self.registry.messages[gang.group_id] = message
         return message
 
@@ -245,9 +248,22 @@ class Coscheduling(Plugin):
         why = f"; pod {first_failure[0]} does not fit: {first_failure[1]}" if first_failure else ""
         return f"{head} cannot be placed as a whole: {', '.join(parts)} members could be placed{why}"
 
+    def _observe(self, event: str, value: float) -> None:
+        hook = self.handle.services.get("gang_event")
+        if hook is not None:
+            hook(event, value)
+
     def _allow_group(self, gang: Gang) -> None:
         waiting = self.handle.waiting_pods
         keys = self._waiting_keys(gang)
+        released_before = self._binding_members.get(gang.group_id) == frozenset(keys)
+        if keys and not released_before and gang.group_id not in self.registry.satisfied:
+            seen = [
+                g.first_seen for g in self.registry.group(gang) if g is not None and g.first_seen is not None
+            ]
+            first = min(seen, default=None)
+            if first is not None:
+                self._observe("bound", self.handle.clock.now() - first)
         self._binding_members[gang.group_id] = frozenset(keys)
         for key in keys:
             wp = waiting.get(key)

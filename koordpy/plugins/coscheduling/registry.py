@@ -193,6 +193,9 @@ class GangRegistry:
                 )
         return None
 
+    def waiting_groups(self) -> int:
+        return len({g.group_id for g in self.gangs.values() if g.waiting})
+
     def next_deadline(self) -> float | None:
         now = self.clock.now()
         times = [g.backoff_until for g in self.gangs.values() if g.backoff_until > now]
