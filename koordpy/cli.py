@@ -148,6 +148,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         metrics_port=args.metrics_port,
         shutdown_timeout=args.shutdown_timeout,
         identity=args.identity or default_identity(),
+        operators=args.operators,
     )
     return asyncio.run(run(options))
 
@@ -171,6 +172,8 @@ def _add_run_command(sub: Any) -> None:
     run.add_argument("--shutdown-timeout", type=float, default=15.0,
                      help="seconds to wait for bindings in flight on SIGTERM")
     run.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    run.add_argument("--operators", action=argparse.BooleanOptionalAction, default=True,
+                     help="run the PodGroup and ClusterNetworkTopology status operators in this process")
     run.set_defaults(func=cmd_run)
 
 

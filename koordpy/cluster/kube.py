@@ -962,6 +962,8 @@ class RunOptions:
     metrics_port: int = 10259
     shutdown_timeout: float = 15.0
     identity: str = field(default_factory=default_identity)
+    # the PodGroup and ClusterNetworkTopology status operators, in this process and event loop
+    operators: bool = True
 
 
 EXIT_OK = 0
@@ -977,6 +979,7 @@ async def run(options: RunOptions) -> int:
     metrics = SchedulerMetrics()
     scheduler = Scheduler(options.config, registry(), RealClock(), metrics)
     metrics.track_pending(scheduler.pending_counts)
+    metrics.track_gauges(scheduler.scrape_gauges)
     api = await KubeApi.connect(options.kubeconfig, options.context)
     elector: LeaderElector | None = None
     if options.leader_elect:
@@ -994,8 +997,33 @@ async def run(options: RunOptions) -> int:
         )
     world = KubeWorld(api, scheduler, metrics, options.identity,
                       leading=elector.is_leader if elector is not None else None)
+    operators_stop = asyncio.Event()
+    operators_task: asyncio.Task[None] | None = None
+
+    async def operators_until_stopped() -> None:
+        from operators import run_operators
+
+        try:
+            await run_operators(options.kubeconfig, operators_stop, context=options.context)
+        except Exception:  # the status operators failing must not stop the scheduling
+            log.exception("the status operators stopped; the scheduler goes on without them")
+
+    def start_operators() -> None:
+        # only the instance that schedules writes PodGroup and topology status
+        nonlocal operators_task
+        if options.operators and operators_task is None:
+            operators_task = asyncio.get_running_loop().create_task(operators_until_stopped())
+
+    async def stop_operators() -> None:
+        operators_stop.set()
+        if operators_task is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(operators_task), options.shutdown_timeout)
+            operators_task.cancel()
+
     if elector is not None:
         elector.on_started.append(world.wake)
+        elector.on_started.append(start_operators)
 
     def ready() -> tuple[bool, str]:
         missing = world.unsynced()
@@ -1015,6 +1043,8 @@ async def run(options: RunOptions) -> int:
     try:
         await server.start()
         await world.start()
+        if elector is None:
+            start_operators()
         stopped = asyncio.create_task(stop.wait())
         waiters: list[asyncio.Task[Any]] = [stopped]
         if elector is not None:
@@ -1024,6 +1054,7 @@ async def run(options: RunOptions) -> int:
             # the election ended: another instance may be the leader already, so not one more
             # write from here (kube-scheduler exits the same way)
             world.halt()
+            await stop_operators()
             for waiter in waiters:
                 if waiter.done() and not waiter.cancelled() and waiter.exception() is not None:
                     log.error("leader election failed", exc_info=waiter.exception())
@@ -1031,7 +1062,9 @@ async def run(options: RunOptions) -> int:
             log.error("leader election lost; exiting")
             return EXIT_LEADERSHIP_LOST
         log.info("shutting down")
+        # scheduling first (nothing half-bound), then the operators, then the lease
         await world.shutdown(options.shutdown_timeout)
+        await stop_operators()
         for waiter in waiters:
             waiter.cancel()
         await asyncio.gather(*waiters, return_exceptions=True)
