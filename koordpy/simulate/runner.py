@@ -67,7 +67,9 @@ def simulate(
 
 def add_topology_status(world: MemoryCluster, scenario: Scenario, report: Report) -> None:
     """The status the ClusterNetworkTopology operator would write for the object named `default`."""
-    topology = next((t for t in scenario.topologies if (t.get("metadata") or {}).get("name") == "default"), None)
+    topology = next(
+        (t for t in scenario.topologies if (t.get("metadata") or {}).get("name") == "default"), None
+    )
     if topology is None:
         if scenario.topologies:
             report.clusterNetworkTopology = {"status": {"message": "only the object named default is used"}}
@@ -77,10 +79,14 @@ def add_topology_status(world: MemoryCluster, scenario: Scenario, report: Report
     try:
         chain = parse_layer_chain((topology.get("spec") or {}).get("networkTopologySpec"))
     except TopologySpecError as err:
-        report.clusterNetworkTopology = {"status": {
-            "conditions": [{"type": "Valid", "status": "False", "reason": "InvalidSpec", "message": str(err)}],
-            "message": str(err),
-        }}
+        report.clusterNetworkTopology = {
+            "status": {
+                "conditions": [
+                    {"type": "Valid", "status": "False", "reason": "InvalidSpec", "message": str(err)}
+                ],
+                "message": str(err),
+            }
+        }
         return
     report.clusterNetworkTopology = {"status": {"detailStatus": detail_status(build_tree(chain, nodes))}}
 

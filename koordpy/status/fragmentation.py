@@ -23,8 +23,12 @@ class Fragmentation:
     fragmented: int
 
     def to_dict(self) -> dict[str, object]:
-        return {"resource": self.resource, "commonRequest": self.common_request, "idle": self.idle,
-                "fragmented": self.fragmented}
+        return {
+            "resource": self.resource,
+            "commonRequest": self.common_request,
+            "idle": self.idle,
+            "fragmented": self.fragmented,
+        }
 
 
 def most_common_request(requests: Iterable[int]) -> int:
@@ -34,7 +38,9 @@ def most_common_request(requests: Iterable[int]) -> int:
     return min(counts, key=lambda size: (-counts[size], size))
 
 
-def fragmentation(nodes: Iterable[tuple[int, int]], pod_requests: Iterable[int], resource: str = GPU) -> Fragmentation:
+def fragmentation(
+    nodes: Iterable[tuple[int, int]], pod_requests: Iterable[int], resource: str = GPU
+) -> Fragmentation:
     """`nodes`: (allocatable, requested) of the resource per node; `pod_requests`: each pod's request."""
     size = most_common_request(pod_requests)
     idle = fragmented = 0

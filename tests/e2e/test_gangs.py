@@ -33,7 +33,7 @@ G = "gang.scheduling.koordinator.sh"
 
 
 @pytest.fixture
-async def world(control_plane: ControlPlane, nodes: str) -> AsyncIterator[KubeWorld]:  # noqa: F811
+async def world(control_plane: ControlPlane, nodes: str) -> AsyncIterator[KubeWorld]:
     async with running_world(control_plane) as w:
         yield w
 
@@ -59,7 +59,7 @@ def member(name: str, label: str, cpu: str, pod_labels: dict[str, str]) -> clien
 async def create_podgroup(
     api: client.ApiClient,
     group: str,
-    namespace: str,  # noqa: F811 - a plain argument, not the fixture
+    namespace: str,
     name: str,
     min_member: int,
     annotations: dict[str, str] | None = None,
@@ -75,7 +75,7 @@ async def create_podgroup(
     )
 
 
-async def bound(core_api: client.CoreV1Api, namespace: str) -> dict[str, str | None]:  # noqa: F811
+async def bound(core_api: client.CoreV1Api, namespace: str) -> dict[str, str | None]:
     pods = (await core_api.list_namespaced_pod(namespace)).items
     return {p.metadata.name: p.spec.node_name for p in pods}
 
@@ -98,7 +98,7 @@ async def test_replicaset_demo_with_a_podgroup(
     kube_api: client.ApiClient,
     core: client.CoreV1Api,
     namespace: str,
-    nodes: str,  # noqa: F811
+    nodes: str,
     min_member: int,
     expected_bound: int,
 ) -> None:
@@ -120,7 +120,7 @@ async def test_replicaset_demo_with_a_podgroup(
     assert len(set(placed)) == len(placed)  # one per node
 
 
-async def _count_bound(core_api: client.CoreV1Api, namespace: str, n: int) -> bool:  # noqa: F811
+async def _count_bound(core_api: client.CoreV1Api, namespace: str, n: int) -> bool:
     return sum(1 for v in (await bound(core_api, namespace)).values() if v) >= n
 
 
@@ -134,7 +134,7 @@ async def test_gang_group_is_bound_all_or_nothing(
     kube_api: client.ApiClient,
     core: client.CoreV1Api,
     namespace: str,
-    nodes: str,  # noqa: F811
+    nodes: str,
     worker_cpu: str,
     expected_bound: int,
 ) -> None:
@@ -166,9 +166,9 @@ async def test_koordpy_run_keeps_podgroup_status_with_its_embedded_operators(
     control_plane: ControlPlane,
     kube_api: client.ApiClient,
     core: client.CoreV1Api,
-    namespace: str,  # noqa: F811
+    namespace: str,
     nodes: str,
-    tmp_path: Path,  # noqa: F811
+    tmp_path: Path,
 ) -> None:
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump(CONFIG_DOC))

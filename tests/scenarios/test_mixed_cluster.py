@@ -13,8 +13,16 @@ EXAMPLE = Path(__file__).parent.parent.parent / "examples" / "gpu-mixed"
 
 
 def test_gpu_pods_pack_gpu_nodes_and_cpu_pods_avoid_them(capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["simulate", str(EXAMPLE / "cluster.yaml"), "--config", str(EXAMPLE / "scheduler-config.yaml"),
-                 "-o", "json"])
+    code = main(
+        [
+            "simulate",
+            str(EXAMPLE / "cluster.yaml"),
+            "--config",
+            str(EXAMPLE / "scheduler-config.yaml"),
+            "-o",
+            "json",
+        ]
+    )
     out = capsys.readouterr()
     assert code == 0, out.err
     report = json.loads(out.out)
@@ -25,5 +33,9 @@ def test_gpu_pods_pack_gpu_nodes_and_cpu_pods_avoid_them(capsys: pytest.CaptureF
     assert train == ["gpu-1"] * 4
     # no CPU service lands on a GPU machine, and they spread two per CPU machine
     assert sorted(api) == ["cpu-1", "cpu-1", "cpu-2", "cpu-2", "cpu-3", "cpu-3"]
-    assert report["fragmentation"] == {"resource": "nvidia.com/gpu", "commonRequest": 2, "idle": 8,
-                                       "fragmented": 0}
+    assert report["fragmentation"] == {
+        "resource": "nvidia.com/gpu",
+        "commonRequest": 2,
+        "idle": 8,
+        "fragmented": 0,
+    }

@@ -14,12 +14,22 @@ from tests.topology.test_detail_status import SEED_DETAIL_STATUS, SEED_NODE_LABE
 
 def write_scenario(tmp_path: Path, spec: object) -> Path:
     docs: list[object] = [
-        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels},
-         "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"}}}
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": name, "labels": labels},
+            "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"}},
+        }
         for name, labels in SEED_NODE_LABELS.items()
     ]
-    docs.append({"apiVersion": "scheduling.koordinator.sh/v1alpha1", "kind": "ClusterNetworkTopology",
-                 "metadata": {"name": "default"}, "spec": spec})
+    docs.append(
+        {
+            "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+            "kind": "ClusterNetworkTopology",
+            "metadata": {"name": "default"},
+            "spec": spec,
+        }
+    )
     path = tmp_path / "topology.yaml"
     path.write_text(yaml.safe_dump_all(docs))
     return path
@@ -38,10 +48,12 @@ def test_report_has_the_seed_detail_status(capsys: pytest.CaptureFixture[str], t
 
 
 def test_broken_chain_is_reported_not_fatal(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    spec = {"networkTopologySpec": [
-        {"labelKey": ["x"], "topologyLayer": "BlockLayer", "parentTopologyLayer": "NoSuchLayer"},
-        {"parentTopologyLayer": "BlockLayer", "topologyLayer": "NodeTopologyLayer"},
-    ]}
+    spec = {
+        "networkTopologySpec": [
+            {"labelKey": ["x"], "topologyLayer": "BlockLayer", "parentTopologyLayer": "NoSuchLayer"},
+            {"parentTopologyLayer": "BlockLayer", "topologyLayer": "NodeTopologyLayer"},
+        ]
+    }
     report = run(capsys, write_scenario(tmp_path, spec))
     status = report["clusterNetworkTopology"]["status"]  # type: ignore[index]
     assert status["conditions"][0]["reason"] == "InvalidSpec"
