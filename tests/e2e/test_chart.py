@@ -12,7 +12,6 @@ tests are skipped, loudly, or fail under CI=true.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import filecmp
 import json
@@ -28,7 +27,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 import yaml
 from kubernetes_asyncio import client
@@ -50,6 +48,7 @@ from tests.support.controlplane import (
     build_binaries,
     free_port,
 )
+from tests.support.polling import eventually as poll
 
 CHART = REPO_ROOT / "charts" / "koordpy"
 CHART_CRDS = CHART / "files" / "crds"
@@ -499,17 +498,7 @@ async def test_the_apiserver_accepts_every_rendered_object(
 async def eventually(
     probe: Callable[[], Awaitable[Any]], *, timeout: float = 60.0, interval: float = 0.3, what: str = ""
 ) -> Any:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    last: Any = None
-    while True:
-        with contextlib.suppress(ApiException, aiohttp.ClientError, OSError):
-            last = await probe()
-            if last:
-                return last
-        if loop.time() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what or probe}; last value: {last!r}")
-        await asyncio.sleep(interval)
+    return await poll(probe, timeout=timeout, interval=interval, what=what)
 
 
 @contextlib.contextmanager

@@ -18,13 +18,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from operators import run_operators
 from tests.support.controlplane import KWOK_NODE_ANNOTATION, KWOK_NODE_ANNOTATION_VALUE, ControlPlane
+from tests.support.polling import eventually as poll
 from tests.topology.test_detail_status import SEED_DETAIL_STATUS, SEED_NODE_LABELS, in_name_order
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -40,17 +40,7 @@ def _name(prefix: str) -> str:
 async def eventually(
     probe: Callable[[], Awaitable[Any]], *, timeout: float = 20.0, interval: float = 0.2, what: str = ""
 ) -> Any:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    last: Any = None
-    while True:
-        with contextlib.suppress(ApiException, aiohttp.ClientError, OSError):
-            last = await probe()
-            if last:
-                return last
-        if loop.time() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what or probe}; last value: {last!r}")
-        await asyncio.sleep(interval)
+    return await poll(probe, timeout=timeout, interval=interval, what=what)
 
 
 # ---------------------------------------------------------------------------------------------- fixtures

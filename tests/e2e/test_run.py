@@ -17,7 +17,7 @@ import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -42,6 +42,7 @@ from tests.support.controlplane import (
     ControlPlane,
     free_port,
 )
+from tests.support.polling import eventually
 
 SCHEDULER_NAME = "koord-scheduler"
 # pods of these tests only go to the nodes these tests made, whatever other tests leave around
@@ -65,22 +66,6 @@ def _name(prefix: str) -> str:
 
 def _config() -> SchedulerConfiguration:
     return parse_configuration(CONFIG_DOC)
-
-
-async def eventually(
-    probe: Callable[[], Awaitable[Any]], *, timeout: float = 30.0, interval: float = 0.2, what: str = ""
-) -> Any:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    last: Any = None
-    while True:
-        with contextlib.suppress(ApiException, aiohttp.ClientError, OSError):
-            last = await probe()
-            if last:
-                return last
-        if loop.time() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what or probe}; last value: {last!r}")
-        await asyncio.sleep(interval)
 
 
 def pod_manifest(
@@ -421,8 +406,9 @@ async def test_preemption_marks_deletes_and_reports_the_victim(
                 )
             await wait_running(core, namespace, victims)
             preemptor = _name("high")
-            await core.create_namespaced_pod(namespace, pod_manifest(preemptor, nodes, cpu="5",
-                                                                     priority_class=high))
+            await core.create_namespaced_pod(
+                namespace, pod_manifest(preemptor, nodes, cpu="5", priority_class=high)
+            )
             await wait_running(core, namespace, [preemptor])
 
             remaining = {p.metadata.name for p in (await core.list_namespaced_pod(namespace)).items}
@@ -545,7 +531,10 @@ class PodWatch:
             response = cast(
                 aiohttp.ClientResponse,
                 await self.core.list_namespaced_pod(
-                    self.namespace, watch=True, resource_version=rv, timeout_seconds=300,
+                    self.namespace,
+                    watch=True,
+                    resource_version=rv,
+                    timeout_seconds=300,
                     _preload_content=False,
                 ),
             )
@@ -566,8 +555,10 @@ class PodWatch:
 
     def conditions(self, pod: str, condition_type: str) -> list[dict[str, Any]]:
         return [
-            c for obj in self.seen.get(pod, ())
-            for c in (obj.get("status") or {}).get("conditions") or () if c.get("type") == condition_type
+            c
+            for obj in self.seen.get(pod, ())
+            for c in (obj.get("status") or {}).get("conditions") or ()
+            if c.get("type") == condition_type
         ]
 
 
@@ -691,13 +682,26 @@ async def test_losing_the_lease_exits_non_zero(
     config_path.write_text(yaml.safe_dump(CONFIG_DOC))
     lease = _name("lease")
     args = [
-        "--kubeconfig", str(control_plane.kubeconfig), "--config", str(config_path), "--leader-elect",
-        "--lease-name", lease, "--lease-namespace", namespace,
-        "--lease-duration", "4", "--renew-deadline", "3", "--retry-period", "0.5",
+        "--kubeconfig",
+        str(control_plane.kubeconfig),
+        "--config",
+        str(config_path),
+        "--leader-elect",
+        "--lease-name",
+        lease,
+        "--lease-namespace",
+        namespace,
+        "--lease-duration",
+        "4",
+        "--renew-deadline",
+        "3",
+        "--retry-period",
+        "0.5",
     ]
     proc = RunProcess(args, tmp_path / "koordpy.log", free_port(), _name("e2e-koordpy"))
     coordination = client.CoordinationV1Api(kube_api)
     try:
+
         async def held() -> bool:
             current = await coordination.read_namespaced_lease(lease, namespace)
             return bool(current.spec.holder_identity == proc.identity)
