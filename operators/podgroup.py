@@ -26,7 +26,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from koordpy.api.pod import Pod
-from koordpy.api.podgroup import SIGS_GROUP, SIGS_POD_LABEL, X_K8S_GROUP, X_K8S_POD_LABEL, PodGroup
+from koordpy.api.podgroup import BY_ANNOTATION, SIGS_GROUP, X_K8S_GROUP, PodGroup, gang_reference
 from koordpy.status.podgroup import FAILED, FINISHED, MemberCounts, next_status, occupied_by
 
 logger = logging.getLogger("koordpy.operators.podgroup")
@@ -34,8 +34,6 @@ logger = logging.getLogger("koordpy.operators.podgroup")
 VERSION = "v1alpha1"
 PLURAL = "podgroups"
 API_GROUPS = (SIGS_GROUP, X_K8S_GROUP)
-GANG_NAME_ANNOTATION = "gang.scheduling.koordinator.sh/name"
-LIGHTWEIGHT_NAME_LABEL = "pod-group.scheduling.sigs.k8s.io/name"
 MERGE_PATCH = "application/merge-patch+json"
 
 # where the handlers find the controller in kopf's memo
@@ -56,13 +54,12 @@ class GroupKey:
 
 def group_of(namespace: str, labels: Mapping[str, str], annotations: Mapping[str, str]) -> GroupKey | None:
     """The PodGroup a pod belongs to, if any."""
-    if labels.get(SIGS_POD_LABEL):
-        return GroupKey(SIGS_GROUP, namespace, labels[SIGS_POD_LABEL])
-    if labels.get(X_K8S_POD_LABEL):
-        return GroupKey(X_K8S_GROUP, namespace, labels[X_K8S_POD_LABEL])
+    ref = gang_reference(labels, annotations)
+    if ref is None:
+        return None
+    source, name = ref
     # Koordinator counts a gang's pods toward the PodGroup of the same name, however they name it.
-    name = labels.get(LIGHTWEIGHT_NAME_LABEL) or annotations.get(GANG_NAME_ANNOTATION)
-    return GroupKey(SIGS_GROUP, namespace, name) if name else None
+    return GroupKey(SIGS_GROUP if source == BY_ANNOTATION else source, namespace, name)
 
 
 def member_summary(

@@ -16,6 +16,23 @@ X_K8S_GROUP = "scheduling.x-k8s.io"
 SIGS_POD_LABEL = "pod-group.scheduling.sigs.k8s.io"
 X_K8S_POD_LABEL = "scheduling.x-k8s.io/pod-group"
 POD_GROUP_KIND = "PodGroup"
+# Koordinator's ways to name a gang without a PodGroup label: its annotation, or the deprecated
+# lightweight label
+GANG_NAME_ANNOTATION = "gang.scheduling.koordinator.sh/name"
+LIGHTWEIGHT_NAME_LABEL = "pod-group.scheduling.sigs.k8s.io/name"
+BY_ANNOTATION = "annotation"
+
+
+def gang_reference(labels: Mapping[str, str], annotations: Mapping[str, str]) -> tuple[str, str] | None:
+    """Which gang a pod names, first match wins: (SIGS_GROUP or X_K8S_GROUP, PodGroup name) for a
+    PodGroup label, (BY_ANNOTATION, gang name) for the annotation or lightweight label; None for a
+    pod of no gang."""
+    for label, source in ((SIGS_POD_LABEL, SIGS_GROUP), (X_K8S_POD_LABEL, X_K8S_GROUP)):
+        name = labels.get(label)
+        if name:
+            return source, name
+    name = labels.get(LIGHTWEIGHT_NAME_LABEL) or annotations.get(GANG_NAME_ANNOTATION)
+    return (BY_ANNOTATION, name) if name else None
 
 
 @dataclass(frozen=True, slots=True, eq=False)

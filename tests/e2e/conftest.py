@@ -14,15 +14,18 @@ session event loop (the loop async fixtures use, see pyproject.toml).
 
 from __future__ import annotations
 
-import os
+import contextlib
 import shutil
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 from kubernetes_asyncio import client, config
+from kubernetes_asyncio.client.exceptions import ApiException
 from pytest_asyncio import is_async_test
 
+from tests.support.ci import in_ci, shout
 from tests.support.controlplane import (
     BUILD_SCRIPT,
     CRD_DIR,
@@ -47,24 +50,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.asyncio(loop_scope="session"), append=False)
 
 
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() == "true"
-
-
-def _shout(config: pytest.Config, message: str) -> None:
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line("")
-        reporter.write_line(message, red=True, bold=True)
-
-
 def _ensure_binaries(request: pytest.FixtureRequest) -> None:
     if binaries_up_to_date():
         return
     missing = missing_binaries()
     if shutil.which("go") is None:
         if not missing:
-            _shout(
+            shout(
                 request.config,
                 f"WARNING: control-plane binaries in {bin_dir()} are stale "
                 f"and there is no 'go' to rebuild them; using them anyway",
@@ -75,12 +67,12 @@ def _ensure_binaries(request: pytest.FixtureRequest) -> None:
             f"({', '.join(missing)}) and no 'go' on PATH to build them with {BUILD_SCRIPT}. "
             "Install Go >= 1.24 (with access to a Go module proxy) and re-run."
         )
-        _shout(request.config, reason)
-        if _in_ci():
+        shout(request.config, reason)
+        if in_ci():
             pytest.fail(reason + " (CI=true: failing instead of skipping)", pytrace=False)
         pytest.skip(reason)
     capture = request.config.pluginmanager.getplugin("capturemanager")
-    _shout(
+    shout(
         request.config,
         f"Building the e2e control plane with {BUILD_SCRIPT} (a cold build takes 10-25 minutes) ...",
     )
@@ -118,3 +110,21 @@ async def kube_api(control_plane: ControlPlane) -> AsyncIterator[client.ApiClien
     )
     async with client.ApiClient(configuration=configuration) as api:
         yield api
+
+
+@pytest.fixture
+def core(kube_api: client.ApiClient) -> client.CoreV1Api:
+    return client.CoreV1Api(kube_api)
+
+
+@pytest.fixture
+async def namespace(request: pytest.FixtureRequest, core: client.CoreV1Api) -> AsyncIterator[str]:
+    """A fresh namespace for one test, named after its module."""
+    prefix = request.module.__name__.rsplit(".", 1)[-1].removeprefix("test_").replace("_", "-")
+    name = f"e2e-{prefix}-{uuid.uuid4().hex[:8]}"
+    await core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    yield name
+    # without kube-controller-manager a deleted namespace stays Terminating: remove its pods at
+    # once and leave the namespace behind
+    with contextlib.suppress(ApiException):
+        await core.delete_collection_namespaced_pod(name, grace_period_seconds=0)

@@ -37,6 +37,7 @@ from koordpy.config.models import parse_configuration
 from koordpy.framework.clock import VirtualClock
 from koordpy.plugins import registry
 from koordpy.scheduler import Scheduler
+from tests.support.ci import in_ci, shout
 from tests.support.controlplane import (
     BUILD_SCRIPT,
     KWOK_NODE_ANNOTATION,
@@ -74,17 +75,6 @@ DEFAULT_KINDS = Counter(
 
 
 # ---------------------------------------------------------------------------------------------- helm
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() == "true"
-
-
-def _shout(config: pytest.Config, message: str) -> None:
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line("")
-        reporter.write_line(message, red=True, bold=True)
-
-
 def _find_helm() -> str | None:
     built = bin_dir() / "helm"
     if os.access(built, os.X_OK):
@@ -96,7 +86,7 @@ def _find_helm() -> str | None:
 def helm(request: pytest.FixtureRequest) -> str:
     found = _find_helm()
     if found is None and shutil.which("go") is not None:
-        _shout(request.config, f"Building helm with {BUILD_SCRIPT} (a few minutes on a cold cache) ...")
+        shout(request.config, f"Building helm with {BUILD_SCRIPT} (a few minutes on a cold cache) ...")
         capture = request.config.pluginmanager.getplugin("capturemanager")
         try:
             if capture is not None:
@@ -112,8 +102,8 @@ def helm(request: pytest.FixtureRequest) -> str:
             f"!!! HELM UNAVAILABLE: no helm in {bin_dir()} or on PATH, and no 'go' to build it with "
             f"{BUILD_SCRIPT}. The chart is not tested."
         )
-        _shout(request.config, reason)
-        if _in_ci():
+        shout(request.config, reason)
+        if in_ci():
             pytest.fail(reason + " (CI=true: failing instead of skipping)", pytrace=False)
         pytest.skip(reason)
     return found

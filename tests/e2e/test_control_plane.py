@@ -58,17 +58,6 @@ def _node_ready(node: client.V1Node) -> bool:
 
 
 @pytest.fixture
-async def namespace(kube_api: client.ApiClient) -> AsyncIterator[str]:
-    core = client.CoreV1Api(kube_api)
-    name = _name("e2e")
-    await core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
-    yield name
-    # Without kube-controller-manager a deleted namespace stays Terminating, so
-    # only its pods are removed (immediately) and the namespace is left behind.
-    await core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
-
-
-@pytest.fixture
 async def ready_node(kube_api: client.ApiClient) -> AsyncIterator[str]:
     core = client.CoreV1Api(kube_api)
     name = _name("kwok-node")

@@ -65,23 +65,8 @@ async def operators(control_plane: ControlPlane) -> AsyncIterator[None]:
 
 
 @pytest.fixture
-def core(kube_api: client.ApiClient) -> client.CoreV1Api:
-    return client.CoreV1Api(kube_api)
-
-
-@pytest.fixture
 def objects(kube_api: client.ApiClient) -> client.CustomObjectsApi:
     return client.CustomObjectsApi(kube_api)
-
-
-@pytest.fixture
-async def namespace(core: client.CoreV1Api) -> AsyncIterator[str]:
-    name = _name("e2e-ops")
-    await core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
-    yield name
-    # without kube-controller-manager a deleted namespace stays Terminating: remove its pods
-    with contextlib.suppress(ApiException):
-        await core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
 
 
 @pytest.fixture(scope="module")

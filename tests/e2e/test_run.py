@@ -129,22 +129,6 @@ async def nodes(control_plane: ControlPlane) -> AsyncIterator[str]:
                 await core.delete_node(name)
 
 
-@pytest.fixture
-async def core(kube_api: client.ApiClient) -> client.CoreV1Api:
-    return client.CoreV1Api(kube_api)
-
-
-@pytest.fixture
-async def namespace(core: client.CoreV1Api) -> AsyncIterator[str]:
-    name = _name("e2e-run")
-    await core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
-    yield name
-    # without kube-controller-manager a deleted namespace stays Terminating: remove its pods
-    # (at once) and leave the namespace behind
-    with contextlib.suppress(ApiException):
-        await core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
-
-
 @contextlib.asynccontextmanager
 async def running_world(control_plane: ControlPlane) -> AsyncIterator[KubeWorld]:
     """The scheduler in-process, on this event loop, with every informer synced."""

@@ -20,10 +20,17 @@ from dataclasses import dataclass, field
 from koordpy.api.duration import parse_duration
 from koordpy.api.errors import SpecError
 from koordpy.api.pod import Pod
-from koordpy.api.podgroup import SIGS_GROUP, SIGS_POD_LABEL, X_K8S_GROUP, X_K8S_POD_LABEL, PodGroup
+from koordpy.api.podgroup import (
+    BY_ANNOTATION,
+    GANG_NAME_ANNOTATION,
+    SIGS_GROUP,
+    X_K8S_GROUP,
+    PodGroup,
+    gang_reference,
+)
 
 PREFIX = "gang.scheduling.koordinator.sh"
-ANNOTATION_NAME = f"{PREFIX}/name"
+ANNOTATION_NAME = GANG_NAME_ANNOTATION
 ANNOTATION_MIN = f"{PREFIX}/min-available"
 ANNOTATION_TOTAL = f"{PREFIX}/total-number"
 ANNOTATION_MODE = f"{PREFIX}/mode"
@@ -33,7 +40,6 @@ ANNOTATION_WAITING_TIME = f"{PREFIX}/waiting-time"
 ANNOTATION_GROUPS = f"{PREFIX}/groups"
 ANNOTATION_TOPOLOGY_SPEC = f"{PREFIX}/network-topology-spec"
 ANNOTATION_TOPOLOGY_INDEX = f"{PREFIX}/network-topology-index"
-LIGHTWEIGHT_NAME_LABEL = "pod-group.scheduling.sigs.k8s.io/name"
 LIGHTWEIGHT_MIN_LABEL = "pod-group.scheduling.sigs.k8s.io/min-available"
 
 STRICT = "Strict"
@@ -45,7 +51,7 @@ MATCH_POLICIES = (ONCE_SATISFIED, ONLY_WAITING, WAITING_AND_RUNNING)
 
 FROM_SIGS = SIGS_GROUP
 FROM_X_K8S = X_K8S_GROUP
-FROM_ANNOTATION = "annotation"
+FROM_ANNOTATION = BY_ANNOTATION
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,15 +64,11 @@ class Membership:
 
 
 def membership(pod: Pod) -> Membership | None:
-    labels, annotations = pod.labels, pod.annotations
-    for label, source in ((SIGS_POD_LABEL, FROM_SIGS), (X_K8S_POD_LABEL, FROM_X_K8S)):
-        name = labels.get(label)
-        if name:
-            return Membership(f"{pod.namespace}/{name}", name, source)
-    name = labels.get(LIGHTWEIGHT_NAME_LABEL) or annotations.get(ANNOTATION_NAME)
-    if name:
-        return Membership(f"{pod.namespace}/{name}", name, FROM_ANNOTATION)
-    return None
+    ref = gang_reference(pod.labels, pod.annotations)
+    if ref is None:
+        return None
+    source, name = ref
+    return Membership(f"{pod.namespace}/{name}", name, source)
 
 
 @dataclass(frozen=True, slots=True)
