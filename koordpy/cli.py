@@ -113,24 +113,32 @@ def cmd_run(args: argparse.Namespace) -> int:
         Scheduler(config, registry(), RealClock())
         election = config.leaderElection
         lease_duration = args.lease_duration or parse_go_duration(
-            election.leaseDuration, "leaderElection.leaseDuration")
+            election.leaseDuration, "leaderElection.leaseDuration"
+        )
         renew_deadline = args.renew_deadline or parse_go_duration(
-            election.renewDeadline, "leaderElection.renewDeadline")
+            election.renewDeadline, "leaderElection.renewDeadline"
+        )
         retry_period = args.retry_period or parse_go_duration(
-            election.retryPeriod, "leaderElection.retryPeriod")
+            election.retryPeriod, "leaderElection.retryPeriod"
+        )
     except ConfigError as err:
         source = err.source or args.config or "configuration"
-        print(f"koordpy: invalid configuration: {source}: {err.path + ': ' if err.path else ''}{err.message}",
-              file=sys.stderr)
+        print(
+            f"koordpy: invalid configuration: {source}: {err.path + ': ' if err.path else ''}{err.message}",
+            file=sys.stderr,
+        )
         return EXIT_INVALID_INPUT
     leader_elect = election.leaderElect if args.leader_elect is None else args.leader_elect
     if leader_elect and not lease_duration > renew_deadline > 1.2 * retry_period > 0:
-        print("koordpy: invalid leader election timing: need lease duration > renew deadline > "
-              f"1.2 x retry period > 0 (got {lease_duration}s, {renew_deadline}s, {retry_period}s)",
-              file=sys.stderr)
+        print(
+            "koordpy: invalid leader election timing: need lease duration > renew deadline > "
+            f"1.2 x retry period > 0 (got {lease_duration}s, {renew_deadline}s, {retry_period}s)",
+            file=sys.stderr,
+        )
         return EXIT_INVALID_INPUT
-    logging.basicConfig(level=args.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
 
     from koordpy.cluster.kube import RunOptions, default_identity, run
 
@@ -155,12 +163,17 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _add_run_command(sub: Any) -> None:
     run = sub.add_parser("run", help="schedule the pods of a Kubernetes cluster")
-    run.add_argument("--kubeconfig",
-                     help="kubeconfig file (default: in-cluster, then $KUBECONFIG or ~/.kube/config)")
+    run.add_argument(
+        "--kubeconfig", help="kubeconfig file (default: in-cluster, then $KUBECONFIG or ~/.kube/config)"
+    )
     run.add_argument("--context", help="kubeconfig context to use")
     run.add_argument("--config", help="scheduler configuration (KubeSchedulerConfiguration)")
-    run.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=None,
-                     help="run only while holding the Lease (default: the configuration's leaderElection)")
+    run.add_argument(
+        "--leader-elect",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="run only while holding the Lease (default: the configuration's leaderElection)",
+    )
     run.add_argument("--lease-name", help="name of the Lease (default koordpy)")
     run.add_argument("--lease-namespace", help="namespace of the Lease (default kube-system)")
     run.add_argument("--lease-duration", type=float, help="seconds a standby waits before taking over (15)")
@@ -169,11 +182,19 @@ def _add_run_command(sub: Any) -> None:
     run.add_argument("--identity", help="leader-election holder identity (default <hostname>_<uuid>)")
     run.add_argument("--bind-address", default="0.0.0.0", help="address of /metrics, /healthz, /readyz")
     run.add_argument("--metrics-port", type=int, default=10259, help="port of /metrics, /healthz, /readyz")
-    run.add_argument("--shutdown-timeout", type=float, default=15.0,
-                     help="seconds to wait for bindings in flight on SIGTERM")
+    run.add_argument(
+        "--shutdown-timeout",
+        type=float,
+        default=15.0,
+        help="seconds to wait for bindings in flight on SIGTERM",
+    )
     run.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
-    run.add_argument("--operators", action=argparse.BooleanOptionalAction, default=True,
-                     help="run the PodGroup and ClusterNetworkTopology status operators in this process")
+    run.add_argument(
+        "--operators",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="run the PodGroup and ClusterNetworkTopology status operators in this process",
+    )
     run.set_defaults(func=cmd_run)
 
 
@@ -185,15 +206,17 @@ def cmd_operators(args: argparse.Namespace) -> int:
 
     from operators import main as run_operators
 
-    logging.basicConfig(level=args.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     return run_operators(args.kubeconfig, args.context)
 
 
 def _add_operators_command(sub: Any) -> None:
     ops = sub.add_parser("operators", help="keep PodGroup and ClusterNetworkTopology status up to date")
-    ops.add_argument("--kubeconfig",
-                     help="kubeconfig file (default: in-cluster, then $KUBECONFIG or ~/.kube/config)")
+    ops.add_argument(
+        "--kubeconfig", help="kubeconfig file (default: in-cluster, then $KUBECONFIG or ~/.kube/config)"
+    )
     ops.add_argument("--context", help="kubeconfig context to use")
     ops.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
     ops.set_defaults(func=cmd_operators)

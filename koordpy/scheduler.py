@@ -33,6 +33,7 @@ from koordpy.framework.interfaces import (
     POD_UPDATE,
     BatchResult,
     ClusterEvent,
+    PostFilterResult,
 )
 from koordpy.framework.nominator import Nominator
 from koordpy.framework.profile import Profile, Registry
@@ -162,6 +163,8 @@ class Scheduler:
         self._waiting_info: dict[str, tuple[QueuedPodInfo, Profile]] = {}
         self.bindings: dict[str, Binding] = {}
         self._observe_plugins = False
+        # the cycle state and diagnosis of the last attempt that found no node
+        self._last_failure: tuple[CycleState, Diagnosis] | None = None
 
     def _gate_observer(self, profile: str) -> Callable[[QueuedPodInfo, Status | None], None]:
         def on_gate(info: QueuedPodInfo, st: Status | None) -> None:
@@ -364,6 +367,7 @@ class Scheduler:
         """One pod's scheduling cycle; None when it was placed (reserved), else why it was not."""
         pod = info.pod
         start = time.perf_counter()
+        self._last_failure = None
         state = CycleState()
         diagnosis = Diagnosis()
         row, status = self._find_node(profile, state, pod, diagnosis)
@@ -386,8 +390,10 @@ class Scheduler:
         self, profile: Profile, queue: SchedulingQueue, info: QueuedPodInfo, members: list[Pod]
     ) -> None:
         """Place a gang group as a unit: every pending member back to back, each seeing the earlier
-        ones assumed; then the batcher releases, keeps or rolls back the group."""
-        from_batcher = profile.batcher
+        ones assumed; then the batcher releases, keeps or rolls back the group. A group that could
+        not be placed has one PostFilter run (job-level preemption), for its first failing member,
+        once whatever the pass held has been given back."""
+        from_batcher: Any = profile.batcher
         assert from_batcher is not None
         infos: list[QueuedPodInfo] = []
         seen = False
@@ -402,24 +408,47 @@ class Scheduler:
                 infos.append(taken)
         if not seen:
             infos.insert(0, info)
-        attempted: list[str] = []
-        failed: dict[str, str] = {}
-        stop_on_failure = from_batcher.stops_on_failure(info.pod)  # type: ignore[attr-defined]
+        runnable: list[QueuedPodInfo] = []
         for member_info in infos:
-            if failed and stop_on_failure:
-                # the gang is rolled back anyway; members not tried wait for the next pass
-                queue.add_unschedulable(member_info, (from_batcher.NAME,))
-                continue
             if member_info.pod.spec_error is not None or member_info.key not in self.pods:
                 queue.done(member_info.key)
-                continue
-            attempted.append(member_info.key)
-            message = self._attempt(profile, queue, member_info, post_filter=not failed)
-            if message is not None:
+            else:
+                runnable.append(member_info)
+        attempted: list[str] = []
+        failed: dict[str, str] = {}
+        trigger: tuple[QueuedPodInfo, CycleState, Diagnosis] | None = None
+        no_room = from_batcher.plan_batch(info.pod, [i.pod for i in runnable])
+        if no_room is not None:
+            # the planner found no topology domain for the group: nobody is tried
+            message, diagnosis = no_room
+            for member_info in runnable:
+                attempted.append(member_info.key)
                 failed[member_info.key] = message
+                self.outcomes[member_info.key] = PodOutcome(REASON_UNSCHEDULABLE, message)
+                queue.add_unschedulable(member_info, (from_batcher.NAME,))
+            if runnable:
+                trigger = (runnable[0], CycleState(), diagnosis)
+        else:
+            stop_on_failure = from_batcher.stops_on_failure(info.pod)
+            for member_info in runnable:
+                if failed and stop_on_failure:
+                    # the gang is rolled back anyway; members not tried wait for the next pass
+                    queue.add_unschedulable(member_info, (from_batcher.NAME,))
+                    continue
+                attempted.append(member_info.key)
+                message = self._attempt(profile, queue, member_info, post_filter=False)
+                if message is not None:
+                    failed[member_info.key] = message
+                    if trigger is None and self._last_failure is not None:
+                        trigger = (member_info, *self._last_failure)
         result = BatchResult(attempted, failed)
-        message = from_batcher.batch_end(info.pod, result, self.cache.snapshot.node_count)  # type: ignore[attr-defined]
+        message = from_batcher.batch_end(info.pod, result, self.cache.snapshot.node_count)
         self._resolve_waiting()
+        if message and trigger is not None and profile.post_filter:
+            trigger_info, state, diagnosis = trigger
+            post = self._run_post_filter(profile, state, trigger_info.pod, diagnosis)
+            if post.status.message:
+                message = f"{message}; {post.status.message}"
         if message:
             self._stamp_group(profile, info.pod, message)
 
@@ -445,13 +474,16 @@ class Scheduler:
             rows.sort()
         # a pod that preempted before tries its nominated node first
         nominated = pod.nominated_node_name or self.nominator.node_of(pod.key) or ""
+        # room nominated to the other members of the pod's own gang group is not held against it
+        batcher: Any = profile.batcher
+        ignore = batcher.same_job(pod) if batcher is not None and self.nominator else None
         if nominated and nominated in snap.row_of:
             nrow = snap.row_of[nominated]
             if allowed is None or nominated in allowed:
                 one = np.array([nrow], dtype=np.int64)
-                if profile.run_filter_with_nominated(state, pod, one, None).size:
+                if profile.run_filter_with_nominated(state, pod, one, None, ignore).size:
                     return nrow, None
-        feasible = profile.run_filter_with_nominated(state, pod, rows, diagnosis)
+        feasible = profile.run_filter_with_nominated(state, pod, rows, diagnosis, ignore)
         if feasible.size == 0:
             return None, Status(Code.UNSCHEDULABLE)
         to_find = num_feasible_nodes_to_find(profile.percentage_of_nodes_to_score, all_rows.size)
@@ -500,25 +532,33 @@ class Scheduler:
             queue.add_unschedulable(info, (), error=True)
             return message
         nominated: str | None = None
+        self._last_failure = (state, diagnosis)
         if profile.post_filter and post_filter:
-            outbox_before = len(self.outbox)
-            result = profile.run_post_filter(state, pod, diagnosis)
-            self.observer.preemption(
-                profile.name, sum(1 for e in self.outbox[outbox_before:] if isinstance(e, Evict))
-            )
+            result = self._run_post_filter(profile, state, pod, diagnosis)
             if result.status.message and not result.status.is_success:
                 diagnosis.post_filter_msg = result.status.message
-            if result.nominated_node is not None:
-                nominated = result.nominated_node
-                if nominated:
-                    self.nominator.add(pod, nominated)
-                else:
-                    self.nominator.remove(pod)
+            nominated = result.nominated_node
         message = self.fit_message(diagnosis)
         self.outcomes[pod.key] = PodOutcome(REASON_UNSCHEDULABLE, message)
         self.outbox.append(PodUnschedulable(pod, REASON_UNSCHEDULABLE, message, profile.name, nominated))
         queue.add_unschedulable(info, diagnosis.unschedulable_plugins)
         return message
+
+    def _run_post_filter(
+        self, profile: Profile, state: CycleState, pod: Pod, diagnosis: Diagnosis
+    ) -> PostFilterResult:
+        """PostFilter (preemption); the pod's nomination follows the result."""
+        outbox_before = len(self.outbox)
+        result = profile.run_post_filter(state, pod, diagnosis)
+        self.observer.preemption(
+            profile.name, sum(1 for e in self.outbox[outbox_before:] if isinstance(e, Evict))
+        )
+        if result.nominated_node is not None:
+            if result.nominated_node:
+                self.nominator.add(pod, result.nominated_node)
+            else:
+                self.nominator.remove(pod)
+        return result
 
     def fit_message(self, diagnosis: Diagnosis) -> str:
         return fit_error_message(self.cache.snapshot.node_count, diagnosis)

@@ -238,8 +238,11 @@ PDBS = Resource("PodDisruptionBudget", "policy/v1", "poddisruptionbudgets")
 POD_GROUPS_SIGS = Resource("PodGroup", "scheduling.sigs.k8s.io/v1alpha1", "podgroups", optional=True)
 POD_GROUPS_X_K8S = Resource("PodGroup", "scheduling.x-k8s.io/v1alpha1", "podgroups", optional=True)
 NETWORK_TOPOLOGIES = Resource(
-    "ClusterNetworkTopology", "scheduling.koordinator.sh/v1alpha1", "clusternetworktopologies",
-    namespaced=False, optional=True,
+    "ClusterNetworkTopology",
+    "scheduling.koordinator.sh/v1alpha1",
+    "clusternetworktopologies",
+    namespaced=False,
+    optional=True,
 )
 WATCHED = (NAMESPACES, NODES, PDBS, POD_GROUPS_SIGS, POD_GROUPS_X_K8S, NETWORK_TOPOLOGIES, PODS)
 
@@ -333,8 +336,11 @@ class Informer:
                     self._replace({})
                     self.resource_version = None
                     if not self.missing:
-                        log.warning("%s is not served (is its CRD installed?); checking again every %.0fs",
-                                    label, self.missing_retry)
+                        log.warning(
+                            "%s is not served (is its CRD installed?); checking again every %.0fs",
+                            label,
+                            self.missing_retry,
+                        )
                         self.missing = True
                     # nothing to wait for: the scheduler can run without it
                     self.synced.set()
@@ -347,8 +353,9 @@ class Informer:
             except TRANSPORT_ERRORS as err:
                 self._restart("error")
                 delay = self._backoff.next()
-                log.warning("list/watch of %s failed: %s; retrying in %.1fs",
-                            label, err or type(err).__name__, delay)
+                log.warning(
+                    "list/watch of %s failed: %s; retrying in %.1fs", label, err or type(err).__name__, delay
+                )
                 await asyncio.sleep(delay)
 
     def _restart(self, reason: str) -> None:
@@ -491,8 +498,12 @@ class EventRecorder:
     ) -> None:
         namespace = str(regarding.get("namespace") or "default")
         key = (
-            str(regarding.get("uid") or ""), namespace, str(regarding.get("name") or ""),
-            reason, action, str((related or {}).get("uid") or ""),
+            str(regarding.get("uid") or ""),
+            namespace,
+            str(regarding.get("name") or ""),
+            reason,
+            action,
+            str((related or {}).get("uid") or ""),
         )
         now = time.time()
         series = self._series.get(key)
@@ -504,8 +515,11 @@ class EventRecorder:
                 self._series.move_to_end(key)
                 patch = {"series": {"count": series.count, "lastObservedTime": micro_time(now)}}
                 await self.api.request(
-                    "PATCH", f"/apis/events.k8s.io/v1/namespaces/{series.namespace}/events/{series.name}",
-                    body=patch, content_type=MERGE_PATCH, timeout=15.0,
+                    "PATCH",
+                    f"/apis/events.k8s.io/v1/namespaces/{series.namespace}/events/{series.name}",
+                    body=patch,
+                    content_type=MERGE_PATCH,
+                    timeout=15.0,
                 )
                 return
             name = f"{regarding.get('name')}.{time.time_ns():x}"
@@ -536,12 +550,14 @@ class EventRecorder:
             if series is not None and err.status == 404:
                 # the first event was garbage-collected; the next repeat starts a new one
                 self._series.pop(key, None)
-            log.warning("recording event %s for %s/%s failed: %s", reason, namespace, regarding.get("name"),
-                        err)
+            log.warning(
+                "recording event %s for %s/%s failed: %s", reason, namespace, regarding.get("name"), err
+            )
         except TRANSPORT_ERRORS as err:
             ok = False
-            log.warning("recording event %s for %s/%s failed: %s", reason, namespace, regarding.get("name"),
-                        err)
+            log.warning(
+                "recording event %s for %s/%s failed: %s", reason, namespace, regarding.get("name"), err
+            )
         finally:
             if self.metrics is not None:
                 self.metrics.api_write("event", ok)
@@ -556,11 +572,21 @@ def _truncate(text: str, limit: int) -> str:
 
 def pod_reference(pod: Pod | Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(pod, Pod):
-        return {"apiVersion": "v1", "kind": "Pod", "namespace": pod.namespace, "name": pod.name,
-                "uid": pod.uid}
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "namespace": pod.namespace,
+            "name": pod.name,
+            "uid": pod.uid,
+        }
     meta = pod.get("metadata") or {}
-    return {"apiVersion": "v1", "kind": "Pod", "namespace": meta.get("namespace"), "name": meta.get("name"),
-            "uid": meta.get("uid")}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "namespace": meta.get("namespace"),
+        "name": meta.get("name"),
+        "uid": meta.get("uid"),
+    }
 
 
 # ============================================================================== the world
@@ -650,8 +676,9 @@ class KubeWorld:
         if pending:
             _, still = await asyncio.wait(pending, timeout=max(0.1, deadline - time.monotonic()))
             if still:
-                log.warning("%d API call(s) still in flight after %.0fs; abandoning them",
-                            len(still), timeout)
+                log.warning(
+                    "%d API call(s) still in flight after %.0fs; abandoning them", len(still), timeout
+                )
         for task in (*self._bindings, *self._writes, *self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, *self._bindings, *self._writes, return_exceptions=True)
@@ -767,10 +794,15 @@ class KubeWorld:
             elif isinstance(effect, Evict):
                 self._chain(effect.victim.key, functools.partial(self._evict, effect))
             elif isinstance(effect, RecordEvent):
-                self._spawn(self.events.record(
-                    pod_reference(effect.pod), effect.event_type, effect.reason,
-                    EVENT_ACTIONS.get(effect.reason, "Scheduling"), effect.message,
-                ))
+                self._spawn(
+                    self.events.record(
+                        pod_reference(effect.pod),
+                        effect.event_type,
+                        effect.reason,
+                        EVENT_ACTIONS.get(effect.reason, "Scheduling"),
+                        effect.message,
+                    )
+                )
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(coro)
@@ -818,7 +850,8 @@ class KubeWorld:
                 await self.before_bind(b)
             if b.annotations:
                 await self.api.request(
-                    "PATCH", pod_path(pod.namespace, pod.name),
+                    "PATCH",
+                    pod_path(pod.namespace, pod.name),
                     body={"metadata": {"uid": pod.uid, "annotations": dict(b.annotations)}},
                     content_type=MERGE_PATCH,
                 )
@@ -851,8 +884,10 @@ class KubeWorld:
     async def _patch_status(self, pod: Pod, status: dict[str, Any], operation: str) -> bool:
         try:
             await self.api.request(
-                "PATCH", pod_path(pod.namespace, pod.name, "status"),
-                body={"status": status}, content_type=STRATEGIC_MERGE_PATCH,
+                "PATCH",
+                pod_path(pod.namespace, pod.name, "status"),
+                body={"status": status},
+                content_type=STRATEGIC_MERGE_PATCH,
             )
         except ApiError as err:
             if err.status != 404:
@@ -875,26 +910,28 @@ class KubeWorld:
         patch: dict[str, Any] = {}
         old = next((c for c in status.get("conditions") or () if c.get("type") == "PodScheduled"), None)
         if old is None or (old.get("status"), old.get("reason"), old.get("message")) != (
-            "False", e.reason, e.message
+            "False",
+            e.reason,
+            e.message,
         ):
             transition = rfc3339()
             if old is not None and old.get("status") == "False" and old.get("lastTransitionTime"):
                 transition = str(old["lastTransitionTime"])
-            patch["conditions"] = [{
-                "type": "PodScheduled",
-                "status": "False",
-                "reason": e.reason,
-                "message": e.message,
-                "lastProbeTime": None,
-                "lastTransitionTime": transition,
-            }]
+            patch["conditions"] = [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": e.reason,
+                    "message": e.message,
+                    "lastProbeTime": None,
+                    "lastTransitionTime": transition,
+                }
+            ]
         if e.nominated_node is not None and (status.get("nominatedNodeName") or "") != e.nominated_node:
             patch["nominatedNodeName"] = e.nominated_node or None
         if patch:
             await self._patch_status(e.pod, patch, "pod_condition")
-        await self.events.record(
-            pod_reference(e.pod), "Warning", "FailedScheduling", "Scheduling", e.message
-        )
+        await self.events.record(pod_reference(e.pod), "Warning", "FailedScheduling", "Scheduling", e.message)
 
     async def _nominate(self, e: Nominate) -> None:
         raw = self._current(e.pod)
@@ -920,7 +957,8 @@ class KubeWorld:
         ok = True
         try:
             await self.api.request(
-                "DELETE", pod_path(victim.namespace, victim.name),
+                "DELETE",
+                pod_path(victim.namespace, victim.name),
                 body={
                     "apiVersion": "v1",
                     "kind": "DeleteOptions",
@@ -940,7 +978,10 @@ class KubeWorld:
             return
         trigger = self.pod_store.get(e.trigger_pod)
         await self.events.record(
-            pod_reference(victim), "Normal", "Preempted", "Preempting",
+            pod_reference(victim),
+            "Normal",
+            "Preempted",
+            "Preempting",
             f"Preempted by {e.trigger_pod} on node {e.node_name}",
             related=pod_reference(trigger) if trigger is not None else None,
         )
@@ -995,8 +1036,9 @@ async def run(options: RunOptions) -> int:
             ),
             metrics,
         )
-    world = KubeWorld(api, scheduler, metrics, options.identity,
-                      leading=elector.is_leader if elector is not None else None)
+    world = KubeWorld(
+        api, scheduler, metrics, options.identity, leading=elector.is_leader if elector is not None else None
+    )
     operators_stop = asyncio.Event()
     operators_task: asyncio.Task[None] | None = None
 

@@ -120,8 +120,9 @@ class LeaderElector:
             while True:
                 remaining = deadline - self.clock()
                 if remaining <= 0:
-                    log.error("failed to renew lease %s/%s within %.1fs",
-                              s.namespace, s.name, s.renew_deadline)
+                    log.error(
+                        "failed to renew lease %s/%s within %.1fs", s.namespace, s.name, s.renew_deadline
+                    )
                     return
                 try:
                     renewed = await asyncio.wait_for(self._try_acquire_or_renew(), remaining)
@@ -130,8 +131,12 @@ class LeaderElector:
                 if renewed:
                     break
                 if self._held_by_other():
-                    log.error("lease %s/%s was taken by %s", s.namespace, s.name,
-                              (self._observed.spec if self._observed else {}).get("holderIdentity"))
+                    log.error(
+                        "lease %s/%s was taken by %s",
+                        s.namespace,
+                        s.name,
+                        (self._observed.spec if self._observed else {}).get("holderIdentity"),
+                    )
                     return
                 await asyncio.sleep(min(s.retry_period, max(0.0, deadline - self.clock())))
 
@@ -201,8 +206,10 @@ class LeaderElector:
         }
         try:
             created = await self.api.request(
-                "POST", f"/apis/coordination.k8s.io/v1/namespaces/{s.namespace}/leases",
-                body=lease, timeout=s.renew_deadline,
+                "POST",
+                f"/apis/coordination.k8s.io/v1/namespaces/{s.namespace}/leases",
+                body=lease,
+                timeout=s.renew_deadline,
             )
         except ApiError as err:
             if err.status != 409:

@@ -49,7 +49,11 @@ class ResolvedPlugins:
 
 def default_plugin_refs(registry: Registry) -> list[PluginRef]:
     refs = []
-    for name, weight in (*KUBE_DEFAULT_PLUGINS, *KOORDPY_DEFAULT_PLUGINS):
+    # koordpy's plugins go before DefaultPreemption: a gang's job-level preemption (Coscheduling's
+    # PostFilter) must answer for gang members before pod-level preemption is tried
+    at = next(i for i, (name, _) in enumerate(KUBE_DEFAULT_PLUGINS) if name == "DefaultPreemption")
+    ordered = (*KUBE_DEFAULT_PLUGINS[:at], *KOORDPY_DEFAULT_PLUGINS, *KUBE_DEFAULT_PLUGINS[at:])
+    for name, weight in ordered:
         if name in registry:
             refs.append(PluginRef(name=name, weight=weight or None))
     return refs

@@ -100,9 +100,7 @@ class _FilterState:
 
     __slots__ = ("affinity", "affinity_seen", "anti", "existing_anti", "self_match", "verdict")
 
-    def __init__(
-        self, affinity: Domains, anti: Domains, existing_anti: Domains, self_match: bool
-    ) -> None:
+    def __init__(self, affinity: Domains, anti: Domains, existing_anti: Domains, self_match: bool) -> None:
         # pods matching all of the pod's required affinity terms, per key of those terms
         self.affinity = affinity
         # pods matching the pod's required anti-affinity terms (one count per matched term)
@@ -215,8 +213,9 @@ def _count_matching_all(snap: Snapshot, terms: Sequence[AffinityTerm]) -> np.nda
         [r for t in terms for r in t.selector.requirements]  # type: ignore[union-attr]
     )
     first = terms[0]
-    if all(t.namespaces == first.namespaces and t.namespace_selector == first.namespace_selector
-           for t in terms):
+    if all(
+        t.namespaces == first.namespaces and t.namespace_selector == first.namespace_selector for t in terms
+    ):
         return snap.pod_count_by_row(PodMatcher(selector, first.namespaces, first.namespace_selector))
     listed = next((t for t in terms if t.namespace_selector is None), None)
     if listed is not None:
@@ -295,11 +294,13 @@ class InterPodAffinity(Plugin):
         if found is None:
             ns_labels = snap.namespace_labels(pod.namespace)
             anti = _grouped(
-                (tk[1].topology_key, tk) for tk in self._anti_terms
+                (tk[1].topology_key, tk)
+                for tk in self._anti_terms
                 if tk[1].matches(pod.namespace, pod.labels, ns_labels)
             )
             score = _grouped(
-                (tk[1].topology_key, (tk, w)) for tk, w in self._score_terms
+                (tk[1].topology_key, (tk, w))
+                for tk, w in self._score_terms
                 if tk[1].matches(pod.namespace, pod.labels, ns_labels)
             )
             found = _ExistingTerms(
@@ -338,7 +339,8 @@ class InterPodAffinity(Plugin):
                 if key not in affinity:
                     key_slots = slots.get(snap, key)
                     affinity[key] = (
-                        _by_domain(key_slots, matching_all) if matching_all is not None
+                        _by_domain(key_slots, matching_all)
+                        if matching_all is not None
                         else np.zeros(1 if key_slots is None else key_slots[1], dtype=np.int64)
                     )
             ns_labels = snap.namespace_labels(pod.namespace)

@@ -71,8 +71,10 @@ def _qualified_name_error(value: str) -> str | None:
     if sep and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN_RE.fullmatch(prefix)):
         return f"{value!r}: the prefix must be a DNS subdomain"
     if not name or len(name) > 63 or not _NAME_PART_RE.fullmatch(name):
-        return (f"{value!r}: the name part must be 63 characters or less, consist of alphanumerics, "
-                "'-', '_' or '.', and start and end with an alphanumeric")
+        return (
+            f"{value!r}: the name part must be 63 characters or less, consist of alphanumerics, "
+            "'-', '_' or '.', and start and end with an alphanumeric"
+        )
     return None
 
 
@@ -128,11 +130,13 @@ class ScoringStrategy(PluginArgs):
     @model_validator(mode="after")
     def _shape_matches_type(self) -> ScoringStrategy:
         if self.type == REQUESTED_TO_CAPACITY_RATIO and self.requested_to_capacity_ratio is None:
-            raise ValueError("requestedToCapacityRatio must be specified when type is "
-                             "RequestedToCapacityRatio")
+            raise ValueError(
+                "requestedToCapacityRatio must be specified when type is RequestedToCapacityRatio"
+            )
         if self.type != REQUESTED_TO_CAPACITY_RATIO and self.requested_to_capacity_ratio is not None:
-            raise ValueError("requestedToCapacityRatio must be unset when type is not "
-                             "RequestedToCapacityRatio")
+            raise ValueError(
+                "requestedToCapacityRatio must be unset when type is not RequestedToCapacityRatio"
+            )
         return self
 
 
@@ -279,7 +283,8 @@ class FitRequest:
         if st is None:
             reasons = tuple(
                 TOO_MANY_PODS if name == PODS else f"Insufficient {name}"
-                for i, name in enumerate(self.names) if code >> i & 1
+                for i, name in enumerate(self.names)
+                if code >> i & 1
             )
             st = self._statuses[code] = unschedulable(*reasons)
         return st
@@ -289,8 +294,9 @@ def _report_order(name: str) -> tuple[int, str]:
     return ({PODS: 0, CPU: 1, MEMORY: 2, EPHEMERAL_STORAGE: 3}.get(name, 4), name)
 
 
-def build_fit_request(snapshot: Any, requests: Mapping[str, int], ignored: frozenset[str],
-                      ignored_groups: frozenset[str]) -> FitRequest:
+def build_fit_request(
+    snapshot: Any, requests: Mapping[str, int], ignored: frozenset[str], ignored_groups: frozenset[str]
+) -> FitRequest:
     vec = snapshot.request_vector(requests)  # adds columns for resources no node has yet
     checked = [PODS]
     for name, value in requests.items():
@@ -304,8 +310,9 @@ def build_fit_request(snapshot: Any, requests: Mapping[str, int], ignored: froze
     return FitRequest(checked, cols, [int(vec[c]) for c in cols])
 
 
-def fit_filter(snapshot: Any, columns: AllocatableColumns, request: FitRequest,
-               rows: np.ndarray) -> FilterResult | None:
+def fit_filter(
+    snapshot: Any, columns: AllocatableColumns, request: FitRequest, rows: np.ndarray
+) -> FilterResult | None:
     view = RowView(snapshot, rows)
     requested = snapshot.requested
     narrow = len(request.cols) <= 8
@@ -415,7 +422,8 @@ class NodeResourcesFit(Plugin):
         self._resources = [(r.name, r.weight) for r in strategy.resources]
         self._shape_table = (
             broken_linear_table(strategy.requested_to_capacity_ratio.shape)
-            if strategy.requested_to_capacity_ratio is not None else None
+            if strategy.requested_to_capacity_ratio is not None
+            else None
         )
         # pods stamped from one template share their request: one FitRequest per distinct request
         self._requests: dict[tuple[tuple[str, int], ...], FitRequest] = {}

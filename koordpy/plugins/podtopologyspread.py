@@ -163,7 +163,7 @@ class PodTopologySpreadArgs(PluginArgs):
         for i, c in enumerate(v):
             pair = (c.topology_key, c.when_unsatisfiable)
             if pair in seen:
-                raise ValueError(f"[{i}]: Duplicate value: \"{{{c.topology_key}, {c.when_unsatisfiable}}}\"")
+                raise ValueError(f'[{i}]: Duplicate value: "{{{c.topology_key}, {c.when_unsatisfiable}}}"')
             seen.add(pair)
         return v
 
@@ -236,8 +236,9 @@ def _resolve(c: TopologySpreadConstraint, selector: LabelSelector | None, namesp
 
 
 # --------------------------------------------------------------------------------------------- node masks
-def _label_mask(snap: Any, hw: int, key: str, predicate_key: object,
-                predicate: Callable[[str | None], bool]) -> np.ndarray:
+def _label_mask(
+    snap: Any, hw: int, key: str, predicate_key: object, predicate: Callable[[str | None], bool]
+) -> np.ndarray:
     """predicate(value of label `key`) for rows [0, hw); None is passed for an absent label."""
     col = snap.labels.get(key)
     if col is None:
@@ -260,8 +261,9 @@ def _name_mask(snap: Any, hw: int, req: NodeSelectorRequirement) -> np.ndarray:
     return named if req.operator == NODE_SELECTOR_IN else ~named
 
 
-def _required_affinity_mask(snap: Any, hw: int, node_selector: Mapping[str, str],
-                            required: NodeSelector | None) -> np.ndarray:
+def _required_affinity_mask(
+    snap: Any, hw: int, node_selector: Mapping[str, str], required: NodeSelector | None
+) -> np.ndarray:
     """Rows matching the pod's nodeSelector and required node affinity (GetRequiredNodeAffinity)."""
     mask = np.ones(hw, dtype=bool)
     for key, value in node_selector.items():
@@ -347,8 +349,13 @@ class _PreFilterState:
     self_match: list[bool]
 
     def clone(self) -> _PreFilterState:
-        return _PreFilterState(self.constraints, self.plan, [dc.copy() for dc in self.domain_counts],
-                               list(self.min_match), self.self_match)
+        return _PreFilterState(
+            self.constraints,
+            self.plan,
+            [dc.copy() for dc in self.domain_counts],
+            list(self.min_match),
+            self.self_match,
+        )
 
     def refresh_min(self, i: int) -> None:
         self.min_match[i] = _min_or_zero(
@@ -425,7 +432,8 @@ class PodTopologySpread(Plugin):
         a = args if isinstance(args, PodTopologySpreadArgs) else PodTopologySpreadArgs()
         self.system_defaulted = a.defaulting_type == SYSTEM_DEFAULTING
         self.default_constraints: tuple[TopologySpreadConstraint, ...] = (
-            SYSTEM_DEFAULT_CONSTRAINTS if self.system_defaulted
+            SYSTEM_DEFAULT_CONSTRAINTS
+            if self.system_defaulted
             else tuple(c.to_constraint() for c in a.default_constraints)
         )
         self._plans: dict[object, Any] = {}
@@ -463,7 +471,8 @@ class PodTopologySpread(Plugin):
             # the ones carrying this pod's labels in its namespace
             selector = selector_from_match_labels(pod.labels)
             found = tuple(
-                _resolve(c, selector, pod.namespace) for c in self.default_constraints
+                _resolve(c, selector, pod.namespace)
+                for c in self.default_constraints
                 if c.when_unsatisfiable == action
             )
         if len(self._resolved) > 4096:
@@ -476,15 +485,13 @@ class PodTopologySpread(Plugin):
         snap = self.handle.snapshot
         if self._generation != snap.node_generation:
             self._plans.clear()
-            self._tainted = [
-                int(r) for r in snap.live_rows()
-                if snap.infos[r].node.taints
-            ]
+            self._tainted = [int(r) for r in snap.live_rows() if snap.infos[r].node.taints]
             self._generation = snap.node_generation
         return snap
 
-    def _policy_masks(self, snap: Any, hw: int, pod: Pod, cs: Sequence[_Constraint]
-                      ) -> tuple[np.ndarray | None, np.ndarray | None]:
+    def _policy_masks(
+        self, snap: Any, hw: int, pod: Pod, cs: Sequence[_Constraint]
+    ) -> tuple[np.ndarray | None, np.ndarray | None]:
         affinity = taints = None
         if any(c.node_affinity_policy == HONOR for c in cs):
             affinity = _required_affinity_mask(snap, hw, pod.node_selector, pod.required_node_affinity)
@@ -529,7 +536,7 @@ class PodTopologySpread(Plugin):
                 eligible &= affinity
             if c.node_taints_policy == HONOR and taints is not None:
                 eligible &= taints
-            node_bin = (code.astype(np.int64) + 1)
+            node_bin = code.astype(np.int64) + 1
             node_bin[~live] = 0
             count_bin = np.where(eligible, node_bin, 0)
             present = np.zeros(_n_values(snap, c.topology_key) + 1, dtype=bool)
@@ -784,8 +791,12 @@ class PodTopologySpread(Plugin):
                 at = slice(None) if pos is special else np.searchsorted(special, pos)
                 special_score[at] += weighted * has_key.take(special_classes[at])
             base = np.concatenate((base, special_score))
-            count = np.concatenate((count - np.bincount(special_classes, minlength=n_classes),
-                                    np.ones(special.size, dtype=count.dtype)))
+            count = np.concatenate(
+                (
+                    count - np.bincount(special_classes, minlength=n_classes),
+                    np.ones(special.size, dtype=count.dtype),
+                )
+            )
             ignored = np.concatenate((ignored, ignored.take(special_classes)))
             classes = classes.copy()
             classes[special] = np.arange(n_classes, n_classes + special.size)

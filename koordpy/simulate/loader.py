@@ -102,12 +102,29 @@ class ScenarioError(ValueError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Keyword-only arguments do not survive the default pickling of exceptions.
-        return (_rebuild_error, (self.file, self.document, self.field, self.message, self.kind, self.name,
-                                 self.line, self.column))
+        return (
+            _rebuild_error,
+            (
+                self.file,
+                self.document,
+                self.field,
+                self.message,
+                self.kind,
+                self.name,
+                self.line,
+                self.column,
+            ),
+        )
 
 
 def _rebuild_error(
-    file: str, document: int | None, field: str, message: str, kind: str, name: str, line: int | None,
+    file: str,
+    document: int | None,
+    field: str,
+    message: str,
+    kind: str,
+    name: str,
+    line: int | None,
     column: int | None,
 ) -> ScenarioError:
     return ScenarioError(file, document, field, message, kind=kind, name=name, line=line, column=column)
@@ -154,8 +171,10 @@ class _ManifestLoader(_BaseLoader):
                 key = key_node.value
                 if key in seen:
                     raise yaml.constructor.ConstructorError(
-                        "while constructing a mapping", node.start_mark,
-                        f"found duplicate key {key!r}", key_node.start_mark,
+                        "while constructing a mapping",
+                        node.start_mark,
+                        f"found duplicate key {key!r}",
+                        key_node.start_mark,
                     )
                 seen.add(key)
         return super().construct_mapping(node, deep=deep)
@@ -199,7 +218,8 @@ def _read_inputs(paths: Sequence[str], stdin: TextIO | None) -> Iterator[tuple[s
             yield STDIN_LABEL, (stdin if stdin is not None else sys.stdin).read()
         elif os.path.isdir(path):
             names = sorted(
-                n for n in os.listdir(path)
+                n
+                for n in os.listdir(path)
                 if n.endswith(YAML_SUFFIXES) and os.path.isfile(os.path.join(path, n))
             )
             if not names:
@@ -246,8 +266,14 @@ class _Entry:
         return f"{self.namespace}/{self.name}" if self.namespace else self.name
 
     def error(self, field: str, message: str) -> ScenarioError:
-        return ScenarioError(self.source.file, self.source.document, _join(self.prefix, field), message,
-                             kind=self.kind, name=self.display)
+        return ScenarioError(
+            self.source.file,
+            self.source.document,
+            _join(self.prefix, field),
+            message,
+            kind=self.kind,
+            name=self.display,
+        )
 
     def spec_error(self, err: SpecError, under: str = "") -> ScenarioError:
         return self.error(_join(under, err.path) if under else err.path, err.message)
@@ -301,8 +327,9 @@ def _entries(doc: Any, source: Source, prefix: str = "") -> Iterator[_Entry]:
     if kind not in CLUSTER_SCOPED:
         raw_ns = meta.get("namespace")
         if raw_ns is not None and not isinstance(raw_ns, str):
-            raise _located(source, prefix, kind, "metadata.namespace", f"must be a string, got {raw_ns!r}",
-                           name=name)
+            raise _located(
+                source, prefix, kind, "metadata.namespace", f"must be a string, got {raw_ns!r}", name=name
+            )
         namespace = raw_ns or DEFAULT_NAMESPACE
     # Written back so that every consumer of the dict sees the defaulted namespace.
     obj = {**doc, "metadata": {**meta, "namespace": namespace}} if namespace else dict(doc)
@@ -391,7 +418,9 @@ def _priorities(entries: Sequence[_Entry]) -> tuple[_Priorities, list[PriorityCl
         if builtin is not None:
             # Manifests dumped from a cluster carry the built-in classes; they are harmless when unchanged.
             if (pc.value, pc.preemption_policy, pc.global_default) != (
-                builtin.value, builtin.preemption_policy, builtin.global_default
+                builtin.value,
+                builtin.preemption_policy,
+                builtin.global_default,
             ):
                 message = f"{pc.name} is built in with value {builtin.value} and cannot be changed"
                 raise entry.error("value", message)
@@ -441,8 +470,9 @@ def _pod_count(entry: _Entry, spec: Mapping[str, Any]) -> int:
         return _replicas(entry, spec, "replicas")
     parallelism = _replicas(entry, spec, "parallelism")
     completions = spec.get("completions")
-    if completions is not None and (not isinstance(completions, int) or isinstance(completions, bool)
-                                    or completions < 0):
+    if completions is not None and (
+        not isinstance(completions, int) or isinstance(completions, bool) or completions < 0
+    ):
         raise entry.error("spec.completions", f"must be a non-negative integer, got {completions!r}")
     if spec.get("suspend") is True:
         return 0

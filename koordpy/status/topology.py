@@ -189,7 +189,7 @@ class Domain:
     layer: str
     name: str
     path: DomainPath
-    # child domains in name order; empty for the domains directly above the nodes
+    # child domains, ordered by the first node below each; empty for the domains directly above the nodes
     children: tuple[DomainPath, ...]
     # every node below, in name order
     nodes: tuple[str, ...]
@@ -279,12 +279,15 @@ def build_tree(chain: LayerChain, nodes: Iterable[Node]) -> TopologyTree:
                 child_paths[path[: depth - 1]].add(prefix)
 
     order = chain.order
+    first_node = {path: min(members, default="") for path, members in below.items()}
     domains = {
         path: Domain(
             layer=order[len(path)],
             name=path[-1] if path else "",
             path=path,
-            children=tuple(sorted(child_paths[path], key=lambda p: p[-1])),
+            # siblings in the order of the first node (by name) below each: the order in which
+            # operators number their racks and blocks, and stable whatever order nodes arrive in
+            children=tuple(sorted(child_paths[path], key=lambda p: (first_node[p], p[-1]))),
             nodes=tuple(sorted(members)),
         )
         for path, members in below.items()
@@ -298,7 +301,7 @@ def _info(domain: Domain) -> dict[str, str]:
 
 def detail_status(tree: TopologyTree) -> list[dict[str, Any]]:
     """`status.detailStatus`: one entry per domain above the nodes, the cluster first, walking
-    down with the children of each domain in name order."""
+    down with the children of each domain ordered by the first node (by name) below them."""
     entries: list[dict[str, Any]] = []
 
     def visit(domain: Domain) -> None:

@@ -25,7 +25,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from operators import run_operators
 from tests.support.controlplane import KWOK_NODE_ANNOTATION, KWOK_NODE_ANNOTATION_VALUE, ControlPlane
 from tests.support.polling import eventually as poll
-from tests.topology.test_detail_status import SEED_DETAIL_STATUS, SEED_NODE_LABELS, in_name_order
+from tests.topology.test_detail_status import SEED_DETAIL_STATUS, SEED_NODE_LABELS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # no scheduler serves it: the tests bind the pods themselves
@@ -301,7 +301,7 @@ async def test_seed_topology_status_follows_the_nodes(
     operators: None, core: client.CoreV1Api, objects: client.CustomObjectsApi, topology_nodes: dict[str, Any]
 ) -> None:
     await replace_topology(objects, topology_nodes["spec"])
-    expected = in_name_order(SEED_DETAIL_STATUS)
+    expected = SEED_DETAIL_STATUS
 
     async def detail_is(want: list[dict[str, Any]]) -> bool:
         return (await topology_status(objects)).get("detailStatus") == want
@@ -373,7 +373,7 @@ async def test_broken_spec_is_reported_and_cleared_when_fixed(
 
     async def fixed() -> dict[str, Any] | None:
         current = await topology_status(objects)
-        return current if current.get("detailStatus") == in_name_order(SEED_DETAIL_STATUS) else None
+        return current if current.get("detailStatus") == SEED_DETAIL_STATUS else None
 
     current = await eventually(fixed, what="the detailStatus once the spec is fixed")
     assert not any(c["type"] == "Valid" for c in current.get("conditions") or [])

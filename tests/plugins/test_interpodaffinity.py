@@ -83,14 +83,17 @@ def placed(name: str, on: str, app: str, namespace: str = "default", **affinity:
     return make_pod(name, labels={"app": app}, node_name=on, namespace=namespace, spec=spec)
 
 
-def incoming(app: str = "web", namespace: str = "default", extra: dict[str, str] | None = None,
-             **affinity: Any) -> Pod:
-    return make_pod("incoming", labels={"app": app, **(extra or {})}, namespace=namespace,
-                    spec=affinity_spec(**affinity))
+def incoming(
+    app: str = "web", namespace: str = "default", extra: dict[str, str] | None = None, **affinity: Any
+) -> Pod:
+    return make_pod(
+        "incoming", labels={"app": app, **(extra or {})}, namespace=namespace, spec=affinity_spec(**affinity)
+    )
 
 
-def harness(pods: list[Pod], args: dict[str, Any] | None = None,
-            namespaces: tuple[Namespace, ...] = ()) -> Harness:
+def harness(
+    pods: list[Pod], args: dict[str, Any] | None = None, namespaces: tuple[Namespace, ...] = ()
+) -> Harness:
     h = Harness(NODES, pods, plugins=[NAME], args={NAME: args} if args is not None else None)
     for ns in namespaces:
         h.cache.set_namespace(ns)
@@ -107,12 +110,17 @@ FILTER_CASES = [
     ([], incoming("db", required=[term({"app": "db"}, ZONE)]), ["n1", "n2", "n3", "n4"]),
     ([placed("db", "n3", "db")], incoming("db", required=[term({"app": "db"}, ZONE)]), ["n3", "n4"]),
     # pods matching a term on a node without the term's key do not count: still the first pod
-    ([placed("db", "n5", "db")], incoming("db", required=[term({"app": "db"}, ZONE)]),
-     ["n1", "n2", "n3", "n4"]),
+    (
+        [placed("db", "n5", "db")],
+        incoming("db", required=[term({"app": "db"}, ZONE)]),
+        ["n1", "n2", "n3", "n4"],
+    ),
     # one pod must match all the terms: db on n3 in zone b, tier=backend label on it as well
     (
-        [make_pod("both", labels={"app": "db", "tier": "backend"}, node_name="n3"),
-         placed("dbonly", "n1", "db")],
+        [
+            make_pod("both", labels={"app": "db", "tier": "backend"}, node_name="n3"),
+            placed("dbonly", "n1", "db"),
+        ],
         incoming(required=[term({"app": "db"}, ZONE), term({"tier": "backend"}, HOST)]),
         ["n3"],
     ),
@@ -124,15 +132,24 @@ FILTER_CASES = [
     # a nil labelSelector selects no pod, and the pod cannot match it either
     ([placed("db", "n1", "db")], incoming(required=[term(None, ZONE)]), []),
     # required anti-affinity of the incoming pod
-    ([placed("w1", "n1", "web"), placed("w3", "n3", "web")],
-     incoming(required_anti=[term({"app": "web"}, HOST)]), ["n2", "n4", "n5"]),
+    (
+        [placed("w1", "n1", "web"), placed("w3", "n3", "web")],
+        incoming(required_anti=[term({"app": "web"}, HOST)]),
+        ["n2", "n4", "n5"],
+    ),
     ([placed("w1", "n1", "web")], incoming(required_anti=[term({"app": "web"}, ZONE)]), ["n3", "n4", "n5"]),
     ([placed("d1", "n1", "db")], incoming(required_anti=[term({"app": "web"}, ZONE)]), ALL),
     # existing pods' required anti-affinity, seen from the incoming pod
-    ([placed("guard", "n1", "db", required_anti=[term({"app": "web"}, ZONE)])], incoming(),
-     ["n3", "n4", "n5"]),
-    ([placed("guard", "n1", "db", required_anti=[term({"app": "web"}, HOST)])], incoming(),
-     ["n2", "n3", "n4", "n5"]),
+    (
+        [placed("guard", "n1", "db", required_anti=[term({"app": "web"}, ZONE)])],
+        incoming(),
+        ["n3", "n4", "n5"],
+    ),
+    (
+        [placed("guard", "n1", "db", required_anti=[term({"app": "web"}, HOST)])],
+        incoming(),
+        ["n2", "n3", "n4", "n5"],
+    ),
     ([placed("guard", "n1", "db", required_anti=[term({"app": "cache"}, ZONE)])], incoming(), ALL),
     # an existing pod's term on a node without the key binds nothing
     ([placed("guard", "n5", "db", required_anti=[term({"app": "web"}, ZONE)])], incoming(), ALL),
@@ -166,36 +183,95 @@ def test_filter(existing: list[Pod], pod: Pod, expected: list[str]) -> None:
 NAMESPACE_CASES = [
     # the incoming pod's term reaches only its own namespace by default
     ([placed("db", "n1", "db", namespace="other")], incoming(required=[term({"app": "db"}, ZONE)]), []),
-    ([placed("db", "n1", "db", namespace="other")],
-     incoming(required=[term({"app": "db"}, ZONE, namespaces=["other"])]), ["n1", "n2"]),
-    ([placed("db", "n1", "db", namespace="other")],
-     incoming(required=[term({"app": "db"}, ZONE, ns_selector={"team": "data"})]), ["n1", "n2"]),
-    ([placed("db", "n1", "db", namespace="other")],
-     incoming(required=[term({"app": "db"}, ZONE, ns_selector={"team": "ml"})]), []),
-    ([placed("db", "n1", "db", namespace="other")],
-     incoming(required=[term({"app": "db"}, ZONE, ns_selector={})]), ["n1", "n2"]),
+    (
+        [placed("db", "n1", "db", namespace="other")],
+        incoming(required=[term({"app": "db"}, ZONE, namespaces=["other"])]),
+        ["n1", "n2"],
+    ),
+    (
+        [placed("db", "n1", "db", namespace="other")],
+        incoming(required=[term({"app": "db"}, ZONE, ns_selector={"team": "data"})]),
+        ["n1", "n2"],
+    ),
+    (
+        [placed("db", "n1", "db", namespace="other")],
+        incoming(required=[term({"app": "db"}, ZONE, ns_selector={"team": "ml"})]),
+        [],
+    ),
+    (
+        [placed("db", "n1", "db", namespace="other")],
+        incoming(required=[term({"app": "db"}, ZONE, ns_selector={})]),
+        ["n1", "n2"],
+    ),
     # two terms with different scopes: the pod must be in both
-    ([placed("db", "n1", "db", namespace="other")],
-     incoming(required=[term({"app": "db"}, ZONE, namespaces=["other"]),
-                        term({"app": "db"}, HOST, ns_selector={"team": "data"})]), ["n1"]),
-    ([placed("db", "n1", "db", namespace="other")],
-     incoming(required=[term({"app": "db"}, ZONE, namespaces=["other"]),
-                        term({"app": "db"}, HOST, namespaces=["default"])]), []),
-    ([placed("w", "n1", "web", namespace="other")],
-     incoming(required_anti=[term({"app": "web"}, ZONE)]), ALL),
-    ([placed("w", "n1", "web", namespace="other")],
-     incoming(required_anti=[term({"app": "web"}, ZONE, ns_selector={"team": "data"})]), ["n3", "n4", "n5"]),
+    (
+        [placed("db", "n1", "db", namespace="other")],
+        incoming(
+            required=[
+                term({"app": "db"}, ZONE, namespaces=["other"]),
+                term({"app": "db"}, HOST, ns_selector={"team": "data"}),
+            ]
+        ),
+        ["n1"],
+    ),
+    (
+        [placed("db", "n1", "db", namespace="other")],
+        incoming(
+            required=[
+                term({"app": "db"}, ZONE, namespaces=["other"]),
+                term({"app": "db"}, HOST, namespaces=["default"]),
+            ]
+        ),
+        [],
+    ),
+    (
+        [placed("w", "n1", "web", namespace="other")],
+        incoming(required_anti=[term({"app": "web"}, ZONE)]),
+        ALL,
+    ),
+    (
+        [placed("w", "n1", "web", namespace="other")],
+        incoming(required_anti=[term({"app": "web"}, ZONE, ns_selector={"team": "data"})]),
+        ["n3", "n4", "n5"],
+    ),
     # an existing pod's term defaults to the existing pod's namespace
-    ([placed("guard", "n1", "db", namespace="other", required_anti=[term({"app": "web"}, ZONE)])],
-     incoming(), ALL),
-    ([placed("guard", "n1", "db", namespace="other",
-             required_anti=[term({"app": "web"}, ZONE, namespaces=["default"])])],
-     incoming(), ["n3", "n4", "n5"]),
+    (
+        [placed("guard", "n1", "db", namespace="other", required_anti=[term({"app": "web"}, ZONE)])],
+        incoming(),
+        ALL,
+    ),
+    (
+        [
+            placed(
+                "guard",
+                "n1",
+                "db",
+                namespace="other",
+                required_anti=[term({"app": "web"}, ZONE, namespaces=["default"])],
+            )
+        ],
+        incoming(),
+        ["n3", "n4", "n5"],
+    ),
     # its namespaceSelector is matched against the incoming pod's namespace labels
-    ([placed("guard", "n1", "db", required_anti=[term({"app": "web"}, ZONE, ns_selector={"team": "data"})])],
-     incoming(namespace="other"), ["n3", "n4", "n5"]),
-    ([placed("guard", "n1", "db", required_anti=[term({"app": "web"}, ZONE, ns_selector={"team": "data"})])],
-     incoming(), ALL),
+    (
+        [
+            placed(
+                "guard", "n1", "db", required_anti=[term({"app": "web"}, ZONE, ns_selector={"team": "data"})]
+            )
+        ],
+        incoming(namespace="other"),
+        ["n3", "n4", "n5"],
+    ),
+    (
+        [
+            placed(
+                "guard", "n1", "db", required_anti=[term({"app": "web"}, ZONE, ns_selector={"team": "data"})]
+            )
+        ],
+        incoming(),
+        ALL,
+    ),
 ]
 NAMESPACE_IDS = [
     "own-namespace-only-by-default",
@@ -221,36 +297,57 @@ def test_filter_namespace_scope(existing: list[Pod], pod: Pod, expected: list[st
 
 
 MESSAGE_CASES = [
-    ([], incoming(required=[term({"app": "db"}, ZONE)]),
-     "0/5 nodes are available: 5 node(s) didn't match pod affinity rules.",
-     {ERR_AFFINITY_RULES: Code.UNSCHEDULABLE_AND_UNRESOLVABLE}),
+    (
+        [],
+        incoming(required=[term({"app": "db"}, ZONE)]),
+        "0/5 nodes are available: 5 node(s) didn't match pod affinity rules.",
+        {ERR_AFFINITY_RULES: Code.UNSCHEDULABLE_AND_UNRESOLVABLE},
+    ),
     # the rest of the nodes pass: only the failures are told
-    ([], incoming("db", required=[term({"app": "db"}, ZONE)]),
-     "0/5 nodes are available: 1 node(s) didn't match pod affinity rules.",
-     {ERR_AFFINITY_RULES: Code.UNSCHEDULABLE_AND_UNRESOLVABLE}),
+    (
+        [],
+        incoming("db", required=[term({"app": "db"}, ZONE)]),
+        "0/5 nodes are available: 1 node(s) didn't match pod affinity rules.",
+        {ERR_AFFINITY_RULES: Code.UNSCHEDULABLE_AND_UNRESOLVABLE},
+    ),
     # affinity is checked before anti-affinity: n3..n5 fail affinity, n1 and n2 anti-affinity
-    ([placed("db", "n1", "db"), placed("w1", "n1", "web"), placed("w2", "n2", "web")],
-     incoming(required=[term({"app": "db"}, ZONE)], required_anti=[term({"app": "web"}, HOST)]),
-     "0/5 nodes are available: 2 node(s) didn't match pod anti-affinity rules, "
-     "3 node(s) didn't match pod affinity rules.",
-     {ERR_AFFINITY_RULES: Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_ANTI_AFFINITY_RULES: Code.UNSCHEDULABLE}),
-    ([placed("guard", "n1", "db", required_anti=[term({"app": "web"}, REGION)])], incoming(),
-     "0/5 nodes are available: 5 node(s) didn't satisfy existing pods anti-affinity rules.",
-     {ERR_EXISTING_ANTI_AFFINITY: Code.UNSCHEDULABLE}),
+    (
+        [placed("db", "n1", "db"), placed("w1", "n1", "web"), placed("w2", "n2", "web")],
+        incoming(required=[term({"app": "db"}, ZONE)], required_anti=[term({"app": "web"}, HOST)]),
+        "0/5 nodes are available: 2 node(s) didn't match pod anti-affinity rules, "
+        "3 node(s) didn't match pod affinity rules.",
+        {
+            ERR_AFFINITY_RULES: Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+            ERR_ANTI_AFFINITY_RULES: Code.UNSCHEDULABLE,
+        },
+    ),
+    (
+        [placed("guard", "n1", "db", required_anti=[term({"app": "web"}, REGION)])],
+        incoming(),
+        "0/5 nodes are available: 5 node(s) didn't satisfy existing pods anti-affinity rules.",
+        {ERR_EXISTING_ANTI_AFFINITY: Code.UNSCHEDULABLE},
+    ),
     # the pod's own anti-affinity is checked before existing pods'
-    ([placed("guard", "n1", "web", required_anti=[term({"app": "web"}, REGION)])],
-     incoming(required_anti=[term({"app": "web"}, ZONE)]),
-     "0/5 nodes are available: 2 node(s) didn't match pod anti-affinity rules, "
-     "3 node(s) didn't satisfy existing pods anti-affinity rules.",
-     {ERR_ANTI_AFFINITY_RULES: Code.UNSCHEDULABLE, ERR_EXISTING_ANTI_AFFINITY: Code.UNSCHEDULABLE}),
+    (
+        [placed("guard", "n1", "web", required_anti=[term({"app": "web"}, REGION)])],
+        incoming(required_anti=[term({"app": "web"}, ZONE)]),
+        "0/5 nodes are available: 2 node(s) didn't match pod anti-affinity rules, "
+        "3 node(s) didn't satisfy existing pods anti-affinity rules.",
+        {ERR_ANTI_AFFINITY_RULES: Code.UNSCHEDULABLE, ERR_EXISTING_ANTI_AFFINITY: Code.UNSCHEDULABLE},
+    ),
 ]
 
 
 @pytest.mark.parametrize(
     ("existing", "pod", "message", "codes"),
     MESSAGE_CASES,
-    ids=["no-affinity-match", "first-pod-but-node-lacks-key", "affinity-before-anti-affinity",
-         "existing-anti-affinity-region", "own-anti-affinity-before-existing"],
+    ids=[
+        "no-affinity-match",
+        "first-pod-but-node-lacks-key",
+        "affinity-before-anti-affinity",
+        "existing-anti-affinity-region",
+        "own-anti-affinity-before-existing",
+    ],
 )
 def test_failure_message_and_codes(
     existing: list[Pod], pod: Pod, message: str, codes: dict[str, Code]
@@ -263,8 +360,12 @@ def test_failure_message_and_codes(
 
 
 def test_pre_filter_skips_pods_without_required_terms_when_nothing_binds_them() -> None:
-    h = harness([placed("guard", "n1", "db", required_anti=[term({"app": "cache"}, ZONE)]),
-                 placed("pref", "n2", "db", preferred=[(5, term({"app": "web"}, ZONE))])])
+    h = harness(
+        [
+            placed("guard", "n1", "db", required_anti=[term({"app": "cache"}, ZONE)]),
+            placed("pref", "n2", "db", preferred=[(5, term({"app": "web"}, ZONE))]),
+        ]
+    )
     state, _, status = h.pre_filter(incoming())
     assert status is None
     assert NAME in state.skip_filter
@@ -281,27 +382,53 @@ def row(h: Harness, name: str) -> int:
 
 ADD_CASES: list[tuple[Any, ...]] = [
     # a web pod added on n1 breaks the incoming pod's hostname anti-affinity there
-    ([], incoming(required_anti=[term({"app": "web"}, HOST)]), make_pod("w", labels={"app": "web"}), "n1",
-     None, ERR_ANTI_AFFINITY_RULES),
+    (
+        [],
+        incoming(required_anti=[term({"app": "web"}, HOST)]),
+        make_pod("w", labels={"app": "web"}),
+        "n1",
+        None,
+        ERR_ANTI_AFFINITY_RULES,
+    ),
     # a db pod added in zone b satisfies an affinity nothing satisfied before
-    ([], incoming(required=[term({"app": "db"}, ZONE)]), make_pod("d", labels={"app": "db"}), "n4",
-     ERR_AFFINITY_RULES, None),
+    (
+        [],
+        incoming(required=[term({"app": "db"}, ZONE)]),
+        make_pod("d", labels={"app": "db"}),
+        "n4",
+        ERR_AFFINITY_RULES,
+        None,
+    ),
     # an added pod whose anti-affinity matches the incoming pod closes its zone
-    ([], incoming(required_anti=[term({"app": "none"}, HOST)]),
-     make_pod("g", labels={"app": "db"},
-              spec=affinity_spec(required_anti=[term({"app": "web"}, ZONE)])), "n2",
-     None, ERR_EXISTING_ANTI_AFFINITY),
+    (
+        [],
+        incoming(required_anti=[term({"app": "none"}, HOST)]),
+        make_pod("g", labels={"app": "db"}, spec=affinity_spec(required_anti=[term({"app": "web"}, ZONE)])),
+        "n2",
+        None,
+        ERR_EXISTING_ANTI_AFFINITY,
+    ),
     # a matching pod added in the node's own domain keeps a first pod of its group passing there
-    ([], incoming("db", required=[term({"app": "db"}, ZONE)]), make_pod("d", labels={"app": "db"}), "n3",
-     None, None),
+    (
+        [],
+        incoming("db", required=[term({"app": "db"}, ZONE)]),
+        make_pod("d", labels={"app": "db"}),
+        "n3",
+        None,
+        None,
+    ),
 ]
 
 
 @pytest.mark.parametrize(
     ("existing", "pod", "added", "on", "before", "after"),
     ADD_CASES,
-    ids=["add-breaks-anti-affinity", "add-satisfies-affinity", "add-brings-existing-anti-affinity",
-         "add-in-own-domain-keeps-first-pod-passing"],
+    ids=[
+        "add-breaks-anti-affinity",
+        "add-satisfies-affinity",
+        "add-brings-existing-anti-affinity",
+        "add-in-own-domain-keeps-first-pod-passing",
+    ],
 )
 def test_pre_filter_add_pod_flips_verdict(
     existing: list[Pod], pod: Pod, added: Pod, on: str, before: str | None, after: str | None
@@ -364,51 +491,131 @@ DB_IN_A_AND_B = [placed("db1", "n1", "db"), placed("db3", "n3", "db"), placed("d
 
 SCORE_CASES = [
     # raw: zone a 10 (one db), zone b 20 (two db), n5 0 (no zone); scaled by 100/20
-    (DB_IN_A_AND_B, incoming(preferred=[(10, term({"app": "db"}, ZONE))]), None, None,
-     {"n1": 50, "n2": 50, "n3": 100, "n4": 100, "n5": 0}),
+    (
+        DB_IN_A_AND_B,
+        incoming(preferred=[(10, term({"app": "db"}, ZONE))]),
+        None,
+        None,
+        {"n1": 50, "n2": 50, "n3": 100, "n4": 100, "n5": 0},
+    ),
     # only the scored nodes set min and max: n1 10 -> 0, n3 20 -> 100
-    (DB_IN_A_AND_B, incoming(preferred=[(10, term({"app": "db"}, ZONE))]), None, ["n1", "n3"],
-     {"n1": 0, "n3": 100}),
-    ([placed("w1", "n1", "web")], incoming(preferred_anti=[(5, term({"app": "web"}, HOST))]), None, None,
-     {"n1": 0, "n2": 100, "n3": 100, "n4": 100, "n5": 100}),
+    (
+        DB_IN_A_AND_B,
+        incoming(preferred=[(10, term({"app": "db"}, ZONE))]),
+        None,
+        ["n1", "n3"],
+        {"n1": 0, "n3": 100},
+    ),
+    (
+        [placed("w1", "n1", "web")],
+        incoming(preferred_anti=[(5, term({"app": "web"}, HOST))]),
+        None,
+        None,
+        {"n1": 0, "n2": 100, "n3": 100, "n4": 100, "n5": 100},
+    ),
     # raw n1 10, n2 10-3, n3 -3, n4 0, n5 0: (s+3)*100/13 truncated
-    ([placed("db1", "n1", "db"), placed("w2", "n2", "web"), placed("w3", "n3", "web")],
-     incoming(preferred=[(10, term({"app": "db"}, ZONE))], preferred_anti=[(3, term({"app": "web"}, HOST))]),
-     None, None, {"n1": 100, "n2": 76, "n3": 0, "n4": 23, "n5": 23}),
+    (
+        [placed("db1", "n1", "db"), placed("w2", "n2", "web"), placed("w3", "n3", "web")],
+        incoming(
+            preferred=[(10, term({"app": "db"}, ZONE))], preferred_anti=[(3, term({"app": "web"}, HOST))]
+        ),
+        None,
+        None,
+        {"n1": 100, "n2": 76, "n3": 0, "n4": 23, "n5": 23},
+    ),
     # an existing pod's preferred terms that match the incoming pod count for its domain
-    ([placed("fan", "n3", "db", preferred=[(7, term({"app": "web"}, ZONE))])], incoming(), None, None,
-     {"n1": 0, "n2": 0, "n3": 100, "n4": 100, "n5": 0}),
-    ([placed("shy", "n1", "db", preferred_anti=[(4, term({"app": "web"}, HOST))])], incoming(), None, None,
-     {"n1": 0, "n2": 100, "n3": 100, "n4": 100, "n5": 100}),
+    (
+        [placed("fan", "n3", "db", preferred=[(7, term({"app": "web"}, ZONE))])],
+        incoming(),
+        None,
+        None,
+        {"n1": 0, "n2": 0, "n3": 100, "n4": 100, "n5": 0},
+    ),
+    (
+        [placed("shy", "n1", "db", preferred_anti=[(4, term({"app": "web"}, HOST))])],
+        incoming(),
+        None,
+        None,
+        {"n1": 0, "n2": 100, "n3": 100, "n4": 100, "n5": 100},
+    ),
     # an existing pod's required affinity counts with hardPodAffinityWeight (default 1)
-    ([placed("fan", "n3", "db", required=[term({"app": "web"}, ZONE)])], incoming(), None, None,
-     {"n1": 0, "n2": 0, "n3": 100, "n4": 100, "n5": 0}),
+    (
+        [placed("fan", "n3", "db", required=[term({"app": "web"}, ZONE)])],
+        incoming(),
+        None,
+        None,
+        {"n1": 0, "n2": 0, "n3": 100, "n4": 100, "n5": 0},
+    ),
     # zone a 5 (preferred), zone b 1 x hard weight
-    ([placed("pref", "n1", "db", preferred=[(5, term({"app": "web"}, ZONE))]),
-      placed("hard", "n3", "db", required=[term({"app": "web"}, ZONE)])], incoming(), None, None,
-     {"n1": 100, "n2": 100, "n3": 20, "n4": 20, "n5": 0}),
-    ([placed("pref", "n1", "db", preferred=[(5, term({"app": "web"}, ZONE))]),
-      placed("hard", "n3", "db", required=[term({"app": "web"}, ZONE)])], incoming(),
-     {"hardPodAffinityWeight": 10}, None, {"n1": 50, "n2": 50, "n3": 100, "n4": 100, "n5": 0}),
-    ([placed("pref", "n1", "db", preferred=[(5, term({"app": "web"}, ZONE))]),
-      placed("hard", "n3", "db", required=[term({"app": "web"}, ZONE)])], incoming(),
-     {"hardPodAffinityWeight": 0}, None, {"n1": 100, "n2": 100, "n3": 0, "n4": 0, "n5": 0}),
+    (
+        [
+            placed("pref", "n1", "db", preferred=[(5, term({"app": "web"}, ZONE))]),
+            placed("hard", "n3", "db", required=[term({"app": "web"}, ZONE)]),
+        ],
+        incoming(),
+        None,
+        None,
+        {"n1": 100, "n2": 100, "n3": 20, "n4": 20, "n5": 0},
+    ),
+    (
+        [
+            placed("pref", "n1", "db", preferred=[(5, term({"app": "web"}, ZONE))]),
+            placed("hard", "n3", "db", required=[term({"app": "web"}, ZONE)]),
+        ],
+        incoming(),
+        {"hardPodAffinityWeight": 10},
+        None,
+        {"n1": 50, "n2": 50, "n3": 100, "n4": 100, "n5": 0},
+    ),
+    (
+        [
+            placed("pref", "n1", "db", preferred=[(5, term({"app": "web"}, ZONE))]),
+            placed("hard", "n3", "db", required=[term({"app": "web"}, ZONE)]),
+        ],
+        incoming(),
+        {"hardPodAffinityWeight": 0},
+        None,
+        {"n1": 100, "n2": 100, "n3": 0, "n4": 0, "n5": 0},
+    ),
     # ignoring existing pods' terms applies only to incoming pods without preferred terms
-    ([placed("pref", "n1", "db", preferred=[(5, term({"app": "web"}, ZONE))])], incoming(),
-     {"ignorePreferredTermsOfExistingPods": True}, None, {}),
+    (
+        [placed("pref", "n1", "db", preferred=[(5, term({"app": "web"}, ZONE))])],
+        incoming(),
+        {"ignorePreferredTermsOfExistingPods": True},
+        None,
+        {},
+    ),
     # raw n1 5, n2 5, n4 2 (the incoming pod's term), n3 0, n5 0
-    ([placed("pref", "n1", "cache", preferred=[(5, term({"app": "web"}, ZONE))]), placed("d", "n4", "db")],
-     incoming(preferred=[(2, term({"app": "db"}, HOST))]),
-     {"ignorePreferredTermsOfExistingPods": True}, None, {"n1": 100, "n2": 100, "n3": 0, "n4": 40, "n5": 0}),
+    (
+        [placed("pref", "n1", "cache", preferred=[(5, term({"app": "web"}, ZONE))]), placed("d", "n4", "db")],
+        incoming(preferred=[(2, term({"app": "db"}, HOST))]),
+        {"ignorePreferredTermsOfExistingPods": True},
+        None,
+        {"n1": 100, "n2": 100, "n3": 0, "n4": 40, "n5": 0},
+    ),
     # a preferred term counts only pods in its namespace scope
-    ([placed("db", "n1", "db", namespace="other")], incoming(preferred=[(10, term({"app": "db"}, ZONE))]),
-     None, None, {}),
-    ([placed("db", "n1", "db", namespace="other")],
-     incoming(preferred=[(10, term({"app": "db"}, ZONE, ns_selector={"team": "data"}))]),
-     None, None, {"n1": 100, "n2": 100, "n3": 0, "n4": 0, "n5": 0}),
+    (
+        [placed("db", "n1", "db", namespace="other")],
+        incoming(preferred=[(10, term({"app": "db"}, ZONE))]),
+        None,
+        None,
+        {},
+    ),
+    (
+        [placed("db", "n1", "db", namespace="other")],
+        incoming(preferred=[(10, term({"app": "db"}, ZONE, ns_selector={"team": "data"}))]),
+        None,
+        None,
+        {"n1": 100, "n2": 100, "n3": 0, "n4": 0, "n5": 0},
+    ),
     # equal raw scores everywhere normalize to 0
-    ([placed("r", "n1", "db")], incoming(preferred=[(10, term({"app": "db"}, REGION))]), None, None,
-     {"n1": 0, "n2": 0, "n3": 0, "n4": 0, "n5": 0}),
+    (
+        [placed("r", "n1", "db")],
+        incoming(preferred=[(10, term({"app": "db"}, REGION))]),
+        None,
+        None,
+        {"n1": 0, "n2": 0, "n3": 0, "n4": 0, "n5": 0},
+    ),
     ([placed("db", "n1", "db")], incoming(), None, None, {}),
 ]
 SCORE_IDS = [
@@ -432,8 +639,13 @@ SCORE_IDS = [
 
 
 @pytest.mark.parametrize(("existing", "pod", "args", "names", "expected"), SCORE_CASES, ids=SCORE_IDS)
-def test_score(existing: list[Pod], pod: Pod, args: dict[str, Any] | None, names: list[str] | None,
-               expected: dict[str, int]) -> None:
+def test_score(
+    existing: list[Pod],
+    pod: Pod,
+    args: dict[str, Any] | None,
+    names: list[str] | None,
+    expected: dict[str, int],
+) -> None:
     h = harness(existing, args=args, namespaces=(DATA_NS,))
     assert h.plugin_scores(NAME, pod, names) == expected
 
@@ -466,8 +678,13 @@ def test_events_to_register() -> None:
 def test_plain_pod_is_cheap_among_affinity_pods() -> None:
     nodes = [node(f"n{i}", f"z{i % 10}") for i in range(500)]
     existing = [
-        placed(f"g{i}", f"n{i}", f"svc{i % 20}", required_anti=[term({"app": f"svc{i % 20}"}, HOST)],
-               preferred=[(3, term({"app": f"svc{(i + 1) % 20}"}, ZONE))])
+        placed(
+            f"g{i}",
+            f"n{i}",
+            f"svc{i % 20}",
+            required_anti=[term({"app": f"svc{i % 20}"}, HOST)],
+            preferred=[(3, term({"app": f"svc{(i + 1) % 20}"}, ZONE))],
+        )
         for i in range(0, 500, 5)
     ]
     h = Harness(nodes, existing, plugins=[NAME])

@@ -208,12 +208,18 @@ def test_added_affinity_required(affinity: Spec, expected: list[str], message: s
 @pytest.mark.parametrize(
     ("args", "path"),
     [
-        ({"addedAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}},
-         "profiles[0].pluginConfig[NodeAffinity].args.addedAffinity"),
-        ({"addedAffinity": preferred((0, term(expr("zone", "In", "a"))))},
-         "profiles[0].pluginConfig[NodeAffinity].args.addedAffinity"),
-        ({"addedAffinity": {"requiredDuringSchedulingRequiredDuringExecution": {}}},
-         "profiles[0].pluginConfig[NodeAffinity].args.addedAffinity"),
+        (
+            {"addedAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}},
+            "profiles[0].pluginConfig[NodeAffinity].args.addedAffinity",
+        ),
+        (
+            {"addedAffinity": preferred((0, term(expr("zone", "In", "a"))))},
+            "profiles[0].pluginConfig[NodeAffinity].args.addedAffinity",
+        ),
+        (
+            {"addedAffinity": {"requiredDuringSchedulingRequiredDuringExecution": {}}},
+            "profiles[0].pluginConfig[NodeAffinity].args.addedAffinity",
+        ),
         ({"addedNodeAffinity": {}}, "profiles[0].pluginConfig[NodeAffinity].args.addedNodeAffinity"),
     ],
     ids=["required-without-terms", "preferred-weight-zero", "unknown-affinity-field", "unknown-arg"],

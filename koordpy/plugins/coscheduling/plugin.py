@@ -15,18 +15,21 @@ writes one message that every pending member carries.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 from pydantic import Field, field_validator
 
 from koordpy.api.duration import parse_duration
 from koordpy.api.pod import Pod
 from koordpy.config.args import PluginArgs
 from koordpy.framework.cycle_state import CycleState
-from koordpy.framework.interfaces import BatchResult, ClusterEvent, Plugin
+from koordpy.framework.diagnosis import Diagnosis, fit_error_message
+from koordpy.framework.effects import RecordEvent
+from koordpy.framework.interfaces import BatchResult, ClusterEvent, Plugin, PreFilterResult
 from koordpy.framework.queued import QueuedPodInfo
-from koordpy.framework.status import Code, Status
+from koordpy.framework.status import SKIP, Code, Status
 from koordpy.plugins.coscheduling.gang import (
     FROM_X_K8S,
     MATCH_POLICIES,
@@ -37,9 +40,19 @@ from koordpy.plugins.coscheduling.gang import (
     Gang,
     member_order_key,
 )
+from koordpy.plugins.coscheduling.networktopology import (
+    ClusterTopologyView,
+    NetworkTopologySpec,
+    Placement,
+    offer_slots,
+    plan_placement,
+    unknown_layer_message,
+)
 from koordpy.plugins.coscheduling.registry import SERVICE, GangRegistry
 
 NAME = "Coscheduling"
+TOPOLOGY_SERVICE = "coscheduling.topology"
+REASON_TOPOLOGY_UNAVAILABLE = "NetworkTopologyUnavailable"
 REASON_GANG_NOT_READY = "GangNotReady"
 REASON_INVALID_SPEC = "InvalidSpec"
 BIND_GANG_GROUP_ID = "internal.scheduling.koordinator.sh/bind-gang-group-id"
@@ -100,11 +113,28 @@ class Coscheduling(Plugin):
             if register is not None:
                 register("PodGroup", registry.on_podgroup)
         self.registry: GangRegistry = registry
+        topology = handle.services.get(TOPOLOGY_SERVICE)
+        if topology is None:
+            topology = ClusterTopologyView()
+            handle.services[TOPOLOGY_SERVICE] = topology
+            register = handle.services.get("register_object_handler")
+            if register is not None:
+                register("ClusterNetworkTopology", topology.on_object)
+        self.topology: ClusterTopologyView = topology
+        # the node each member of the group being placed goes to, when its placement was planned
+        self._planned: dict[str, str] = {}
+        # gang groups told that their topology request could not be honoured, and why
+        self._fallback_told: dict[str, str] = {}
         # pod keys released together by the last successful Permit of each group
         self._binding_members: dict[str, frozenset[str]] = {}
 
     def events_to_register(self) -> Sequence[ClusterEvent]:
-        return (ClusterEvent("Pod"), ClusterEvent("Node"), ClusterEvent("PodGroup"))
+        return (
+            ClusterEvent("Pod"),
+            ClusterEvent("Node"),
+            ClusterEvent("PodGroup"),
+            ClusterEvent("ClusterNetworkTopology"),
+        )
 
     # ----------------------------------------------------------------------------- QueueSort
     def sort_key(self, info: QueuedPodInfo) -> tuple[int, float, str, str]:
@@ -123,9 +153,97 @@ class Coscheduling(Plugin):
     def pre_enqueue(self, pod: Pod) -> Status | None:
         verdict = self.registry.readiness(pod)
         if verdict is None:
-            return None
+            message = self._unknown_layers(pod)
+            if message is None:
+                return None
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (message,), NAME, REASON_INVALID_SPEC)
         reason = REASON_INVALID_SPEC if verdict.invalid else REASON_GANG_NOT_READY
         return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (verdict.message,), NAME, reason)
+
+    # ----------------------------------------------------------------------------- topology
+    def _topology_spec(self, pod: Pod) -> tuple[Gang, NetworkTopologySpec] | None:
+        """The gather rules of the pod's gang group: its own gang's, else the first gang of the group
+        that has some."""
+        gang = self.registry.gang(pod)
+        if gang is None or not self.cargs.aware_network_topology:
+            return None
+        if gang.spec is not None and gang.spec.topology_spec is not None:
+            return gang, gang.spec.topology_spec
+        for other in self.registry.group(gang):
+            if other is not None and other.spec is not None and other.spec.topology_spec is not None:
+                return other, other.spec.topology_spec
+        return None
+
+    def _unknown_layers(self, pod: Pod) -> str | None:
+        found = self._topology_spec(pod)
+        chain = self.topology.chain
+        if found is None or chain is None:
+            return None
+        gang, spec = found
+        message = unknown_layer_message(
+            spec, chain, "annotation gang.scheduling.koordinator.sh/network-topology-spec"
+        )
+        return f"gang {gang.id}: {message}" if message else None
+
+    def pre_filter(self, state: CycleState, pod: Pod) -> tuple[PreFilterResult | None, Status | None]:
+        node = self._planned.get(pod.key)
+        if node is None:
+            return None, SKIP
+        return PreFilterResult(frozenset((node,))), None
+
+    def plan_batch(self, pod: Pod, members: list[Pod]) -> tuple[str, Diagnosis] | None:
+        """Plan where every member goes when the group asks for topology-aware placement: the
+        members' PreFilter then allows only their planned node. Returns why the group fits no
+        domain (and the first member's diagnosis), or None (planned, or nothing to plan)."""
+        self._planned.clear()
+        found = self._topology_spec(pod)
+        if found is None or not members:
+            return None
+        gang, spec = found
+        why = self.topology.unavailable()
+        if why is not None:
+            self._tell_fallback(gang, members, why)
+            return None
+        self._fallback_told.pop(gang.group_id, None)
+        snap = self.handle.snapshot
+        tree = self.topology.tree(snap)
+        assert tree is not None
+        profile = self.handle.profile
+        offers = offer_slots(profile, members, snap.live_rows(), self.same_job(pod))
+        slots = {snap.node_name(r): int(offers.slots[r]) for r in np.flatnonzero(offers.slots).tolist()}
+        plan = plan_placement(tree, spec, members, slots)
+        if isinstance(plan, Placement):
+            self._planned.update(plan.nodes)
+            return None
+        message = plan.message
+        if offers.diagnosis.pre_filter_msg or offers.diagnosis.reason_histogram():
+            # some nodes cannot take even the first member: say why, as kube-scheduler would
+            message += f"; {fit_error_message(snap.node_count, offers.diagnosis)}"
+        return message, offers.diagnosis
+
+    def _tell_fallback(self, gang: Gang, members: list[Pod], why: str) -> None:
+        """The group asked for topology-aware placement that cannot be done: it is placed without,
+        and says so once (an event on each member) until the topology is back."""
+        if self._fallback_told.get(gang.group_id) == why:
+            return
+        self._fallback_told[gang.group_id] = why
+        message = (
+            f"gang {gang.id} asks for network-topology-aware placement, but {why}; placed without topology"
+        )
+        for member in members:
+            self.handle.emit(RecordEvent(member, "Warning", REASON_TOPOLOGY_UNAVAILABLE, message))
+
+    def same_job(self, pod: Pod) -> Callable[[Pod], bool]:
+        """Whether another pod belongs to the pod's gang group: its nominations are the group's own
+        room, not room held against it."""
+        gang = self.registry.gang(pod)
+        group = frozenset(gang.group) if gang is not None else frozenset()
+
+        def ignore(other: Pod) -> bool:
+            other_gang = self.registry.gang(other)
+            return other_gang is not None and other_gang.id in group
+
+        return ignore
 
     # ----------------------------------------------------------------------------- the pass
     def batch_members(self, pod: Pod) -> list[Pod] | None:
@@ -186,6 +304,7 @@ class Coscheduling(Plugin):
     def batch_end(self, pod: Pod, result: BatchResult, num_nodes: int) -> str | None:
         """Release, keep or roll back the group after a pass; returns the message every pending
         member carries, or None when nothing is pending any more."""
+        self._planned.clear()
         gang = self.registry.gang(pod)
         if gang is None:
             return None

@@ -1,0 +1,503 @@
+"""Network-topology-aware placement of a gang group: the gather rules a gang asks for, and the plan
+that puts the whole group into the smallest topology domain that can hold it.
+
+The plan is made in three steps:
+
+1. Offer slots: for every node, how many of the group's pods fit there one after the other (the
+   real filters; each pod sees the earlier ones assumed on the node). Pods whose fit depends only
+   on resources and pod count are counted with array arithmetic over all nodes at once; pods with
+   host ports, inter-pod (anti-)affinity or spread constraints are tried node by node.
+2. The tree (`koordpy.status.topology`) sums the offers up to the cluster. `podCountMultiple`
+   rounds each domain of a layer down to a multiple; MustGather limits the search to the domains
+   of its layer; the deepest level of the tree on which some domain still offers enough slots gives
+   the candidates, and the tightest fit among them wins (smallest offer, then the parents'
+   offers, then the highest score, then the name).
+3. The winner's slots are handed out to its children largest offer first, down to the nodes, and
+   the pods, in network-topology-index order (then name), fill the nodes in that order: pods with
+   consecutive indices share the lowest domain they can.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from koordpy.api.errors import SpecError
+from koordpy.api.pod import Pod
+from koordpy.api.resources import PODS
+from koordpy.framework.cycle_state import CycleState
+from koordpy.framework.diagnosis import Diagnosis
+from koordpy.status.topology import (
+    CLUSTER_LAYER,
+    NODE_LAYER,
+    DomainPath,
+    LayerChain,
+    TopologySpecError,
+    TopologyTree,
+    build_tree,
+    parse_layer_chain,
+)
+
+PREFER_GATHER = "PreferGather"
+MUST_GATHER = "MustGather"
+STRATEGIES = (PREFER_GATHER, MUST_GATHER)
+
+
+# ============================================================================ the gang's annotation
+@dataclass(frozen=True, slots=True)
+class GatherRule:
+    layer: str
+    strategy: str
+    # every domain of the layer receives a multiple of this many pods (1: no constraint)
+    pod_count_multiple: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class NetworkTopologySpec:
+    rules: tuple[GatherRule, ...] = ()
+
+    def unknown_layers(self, chain: LayerChain) -> list[str]:
+        known = set(chain.order)
+        return [r.layer for r in self.rules if r.layer not in known]
+
+    def must_gather_layer(self, chain: LayerChain) -> str | None:
+        """The layer closest to the nodes that has MustGather: the only one that matters, since
+        a domain inside it is inside every MustGather domain above it too."""
+        musts = [r.layer for r in self.rules if r.strategy == MUST_GATHER and r.layer in chain.order]
+        return max(musts, key=chain.depth) if musts else None
+
+    def multiples(self) -> dict[str, int]:
+        return {r.layer: r.pod_count_multiple for r in self.rules if r.pod_count_multiple > 1}
+
+
+def parse_network_topology_spec(raw: str, where: str) -> NetworkTopologySpec:
+    """Parse `gang.scheduling.koordinator.sh/network-topology-spec`; SpecError names what is wrong."""
+    try:
+        doc = json.loads(raw)
+    except json.JSONDecodeError as err:
+        raise SpecError(
+            where, f"is not valid JSON: {err.msg} at line {err.lineno} column {err.colno}"
+        ) from None
+    if not isinstance(doc, dict):
+        raise SpecError(where, 'must be a JSON object such as {"gatherStrategy": [...]}')
+    unknown = sorted(set(doc) - {"gatherStrategy"})
+    if unknown:
+        raise SpecError(where, f"unknown field(s) {', '.join(unknown)}; only gatherStrategy is understood")
+    entries = doc.get("gatherStrategy") or []
+    if not isinstance(entries, list):
+        raise SpecError(f"{where} gatherStrategy", "must be a list")
+    rules: list[GatherRule] = []
+    seen: set[str] = set()
+    for i, entry in enumerate(entries):
+        path = f"{where} gatherStrategy[{i}]"
+        if not isinstance(entry, dict):
+            raise SpecError(path, "must be an object with layer and strategy")
+        layer = entry.get("layer")
+        if not isinstance(layer, str) or not layer:
+            raise SpecError(f"{path}.layer", "is required and must be a non-empty string")
+        if layer in seen:
+            raise SpecError(f"{path}.layer", f"layer {layer!r} is listed twice")
+        seen.add(layer)
+        strategy = entry.get("strategy")
+        if strategy not in STRATEGIES:
+            raise SpecError(f"{path}.strategy", f"{strategy!r} must be one of {', '.join(STRATEGIES)}")
+        multiple = entry.get("podCountMultiple", 1)
+        if multiple is None:
+            multiple = 1
+        if isinstance(multiple, bool) or not isinstance(multiple, int):
+            raise SpecError(f"{path}.podCountMultiple", f"{multiple!r} must be an integer")
+        if multiple < 0:
+            raise SpecError(f"{path}.podCountMultiple", f"{multiple!r} must not be negative")
+        rules.append(GatherRule(layer, strategy, max(multiple, 1)))
+    return NetworkTopologySpec(tuple(rules))
+
+
+def unknown_layer_message(spec: NetworkTopologySpec, chain: LayerChain, where: str) -> str | None:
+    unknown = spec.unknown_layers(chain)
+    if not unknown:
+        return None
+    layers = ", ".join(chain.order[1:])
+    hints = []
+    for name in unknown:
+        close = [known for known in chain.order if known.lower() == name.lower()]
+        if close:
+            hints.append(f"{name!r} (did you mean {close[0]!r}? layer names are case-sensitive)")
+        else:
+            hints.append(repr(name))
+    return f"{where}: unknown layer {', '.join(hints)}; ClusterNetworkTopology default has {layers}"
+
+
+# ============================================================================ offer slots
+def _interacts(pod: Pod) -> bool:
+    """Whether placing the pod changes which of its siblings still fit beyond resources."""
+    return bool(
+        pod.host_ports or pod.required_affinity or pod.required_anti_affinity or pod.spread_constraints
+    )
+
+
+def _template_key(pod: Pod) -> tuple[Any, ...]:
+    """Pods equal under this key pass the same filters on the same nodes."""
+    return (
+        pod.namespace,
+        tuple(sorted(pod.requests.items())),
+        tuple(sorted(pod.node_selector.items())),
+        pod.required_node_affinity,
+        pod.tolerations,
+        pod.required_affinity,
+        pod.required_anti_affinity,
+        pod.spread_constraints,
+        pod.host_ports,
+        pod.priority,
+        tuple(sorted(pod.labels.items())),
+    )
+
+
+@dataclass(slots=True)
+class Offers:
+    # per snapshot row, how many of the pods (in order) fit there one after the other
+    slots: np.ndarray
+    # why the first pod fits nowhere else, for the failure message
+    diagnosis: Diagnosis
+    rows_checked: int = 0
+
+
+@dataclass(slots=True)
+class _Template:
+    pod: Pod
+    state: CycleState
+    feasible: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+
+def offer_slots(
+    profile: Any,
+    pods: Sequence[Pod],
+    rows: np.ndarray,
+    ignore_nominated: Callable[[Pod], bool] | None = None,
+) -> Offers:
+    """How many of `pods`, taken in order, each node in `rows` can hold (see the module doc)."""
+    snap = profile.handle.snapshot
+    slots = np.zeros(snap.capacity, dtype=np.int64)
+    diagnosis = Diagnosis()
+    if not pods or rows.size == 0:
+        return Offers(slots, diagnosis)
+    templates: dict[tuple[Any, ...], _Template] = {}
+    kinds: list[_Template] = []
+    for i, pod in enumerate(pods):
+        key = _template_key(pod)
+        t = templates.get(key)
+        if t is None:
+            state = CycleState()
+            allowed, st = profile.run_pre_filter(state, pod)
+            t = templates[key] = _Template(pod, state)
+            if st is not None:
+                if i == 0:
+                    diagnosis.pre_filter_msg = st.message
+                    diagnosis.pre_filter_status = st
+                    diagnosis.unschedulable_plugins.add(st.plugin)
+            else:
+                candidates = rows
+                if allowed is not None:
+                    candidates = rows[np.isin(rows, [snap.row_of[n] for n in allowed if n in snap.row_of])]
+                t.feasible = profile.run_filter_with_nominated(
+                    state, pod, candidates, diagnosis if i == 0 else None, ignore_nominated
+                )
+        kinds.append(t)
+    first = kinds[0].feasible
+    if first.size == 0:
+        return Offers(slots, diagnosis, int(rows.size))
+    if any(_interacts(p) for p in pods):
+        _count_one_by_one(profile, pods, kinds, first, slots)
+    else:
+        _count_by_arithmetic(profile, pods, kinds, first, slots, ignore_nominated)
+    return Offers(slots, diagnosis, int(rows.size))
+
+
+def _count_by_arithmetic(
+    profile: Any,
+    pods: Sequence[Pod],
+    kinds: Sequence[_Template],
+    first: np.ndarray,
+    slots: np.ndarray,
+    ignore_nominated: Callable[[Pod], bool] | None,
+) -> None:
+    """Pods that only compete for resources: one vectorized step per pod over every node."""
+    snap = profile.handle.snapshot
+    rows = first
+    free = snap.allocatable[rows] - snap.requested[rows]
+    nominator = profile.handle.nominator
+    if nominator:
+        pos = {int(r): i for i, r in enumerate(rows.tolist())}
+        floor = min(p.priority for p in pods)
+        for node_name in nominator.nodes():
+            i = pos.get(snap.row_of.get(node_name, -1), -1)
+            if i < 0:
+                continue
+            for other in nominator.pods_on(node_name):
+                if other.priority >= floor and not (ignore_nominated and ignore_nominated(other)):
+                    free[i] -= snap.request_vector(other.requests)
+    static: dict[int, np.ndarray] = {}
+    alive = np.ones(rows.size, dtype=bool)
+    count = np.zeros(rows.size, dtype=np.int64)
+    pods_col = snap.resource_col[PODS]
+    for pod, kind in zip(pods, kinds, strict=True):
+        mask = static.get(id(kind))
+        if mask is None:
+            mask = static[id(kind)] = np.isin(rows, kind.feasible)
+        vec = snap.request_vector(pod.requests)
+        if vec.size > free.shape[1]:
+            # a resource no node had when `free` was taken: nobody has any of it
+            free = np.pad(free, ((0, 0), (0, vec.size - free.shape[1])))
+        cols = np.flatnonzero(vec[: free.shape[1]] > 0)
+        if cols.size == 0:
+            cols = np.array([pods_col])
+        ok = alive & mask & np.all(free[:, cols] >= vec[cols], axis=1)
+        if not ok.any():
+            break
+        free[ok] -= vec[: free.shape[1]]
+        count += ok
+        alive = ok
+    slots[rows] = count
+
+
+def _count_one_by_one(
+    profile: Any, pods: Sequence[Pod], kinds: Sequence[_Template], first: np.ndarray, slots: np.ndarray
+) -> None:
+    """Pods whose placement changes what their siblings may do (ports, affinity, spreading): on each
+    node, the real filters with the earlier pods assumed there."""
+    snap = profile.handle.snapshot
+    distinct = list({id(k): k for k in kinds}.values())
+    for row in first.tolist():
+        info = snap.info(row)
+        order = list(info.pods.items())
+        trial = {id(k): k.state.clone() for k in distinct}
+        placed: list[Pod] = []
+        try:
+            for pod, kind in zip(pods, kinds, strict=True):
+                if profile.filter_one(trial[id(kind)], pod, row) is not None:
+                    break
+                snap.add_pod(pod, row)
+                placed.append(pod)
+                for k in distinct:
+                    profile.pre_filter_add_pod(trial[id(k)], k.pod, pod, row)
+        finally:
+            for pod in placed:
+                snap.remove_pod(pod, row)
+            info.pods.clear()
+            info.pods.update(order)
+        slots[row] = len(placed)
+
+
+# ============================================================================ the plan
+@dataclass(frozen=True, slots=True)
+class Placement:
+    # pod key -> node name
+    nodes: dict[str, str]
+    # the domain the group was placed in ((layer, name) from the top), and its layer
+    domain: DomainPath
+    layer: str
+
+
+@dataclass(frozen=True, slots=True)
+class NoPlacement:
+    message: str
+
+
+# a node leaf is addressed by its domain path plus the node name
+_Path = tuple[str, ...]
+
+
+@dataclass(slots=True)
+class _Tree:
+    """The topology tree with the nodes as leaves, each vertex with its rounded offer and score."""
+
+    layer_of: dict[_Path, str]
+    children: dict[_Path, list[_Path]]
+    offer: dict[_Path, int]
+    score: dict[_Path, float]
+
+
+def _build(
+    tree: TopologyTree,
+    slots: Mapping[str, int],
+    scores: Mapping[str, float] | None,
+    multiples: Mapping[str, int],
+) -> _Tree:
+    layer_of: dict[_Path, str] = {}
+    children: dict[_Path, list[_Path]] = {}
+    offer: dict[_Path, int] = {}
+    score: dict[_Path, float] = {}
+    node_multiple = multiples.get(NODE_LAYER, 1)
+
+    def visit(path: DomainPath) -> None:
+        domain = tree.domains[path]
+        layer_of[path] = domain.layer
+        if domain.children:
+            kids: list[_Path] = list(domain.children)
+            for child in domain.children:
+                visit(child)
+        else:
+            kids = []
+            for node in domain.nodes:
+                leaf = (*path, node)
+                layer_of[leaf] = NODE_LAYER
+                children[leaf] = []
+                n = int(slots.get(node, 0))
+                offer[leaf] = n - n % node_multiple
+                score[leaf] = float(scores.get(node, 0.0)) if scores else 0.0
+                kids.append(leaf)
+        children[path] = kids
+        total = sum(offer[k] for k in kids)
+        m = multiples.get(domain.layer, 1)
+        offer[path] = total - total % m
+        score[path] = sum(score[k] for k in kids)
+
+    visit(())
+    return _Tree(layer_of, children, offer, score)
+
+
+def _chain_key(t: _Tree, path: _Path) -> tuple[Any, ...]:
+    """Tightest fit first: the domain's own offer, then each ancestor's, smallest first."""
+    offers = tuple(t.offer[path[:i]] for i in range(len(path), -1, -1))
+    return (offers, -t.score[path], path)
+
+
+def _distribute(
+    t: _Tree, path: _Path, want: int, multiples: Mapping[str, int], out: list[tuple[str, int]]
+) -> int:
+    cap = min(t.offer[path], want)
+    cap -= cap % multiples.get(t.layer_of[path], 1)
+    if cap <= 0:
+        return 0
+    kids = t.children[path]
+    if not kids:
+        out.append((path[-1], cap))
+        return cap
+    given = 0
+    mark = len(out)
+    for child in sorted(kids, key=lambda c: (-t.offer[c], -t.score[c], c)):
+        if given >= cap:
+            break
+        given += _distribute(t, child, cap - given, multiples, out)
+    m = multiples.get(t.layer_of[path], 1)
+    if given % m:
+        # the children could not make up a multiple: this domain takes nothing
+        del out[mark:]
+        return 0
+    return given
+
+
+def plan_placement(
+    tree: TopologyTree,
+    spec: NetworkTopologySpec,
+    pods: Sequence[Pod],
+    slots: Mapping[str, int],
+    scores: Mapping[str, float] | None = None,
+) -> Placement | NoPlacement:
+    """Where each of `pods` (already in placement order) goes, or why the group fits no domain.
+    `slots` is each node's offer for these pods; `scores` (higher is better) break ties."""
+    desired = len(pods)
+    chain = tree.chain
+    multiples = spec.multiples()
+    t = _build(tree, slots, scores, multiples)
+    must = spec.must_gather_layer(chain)
+    if must is None or must == CLUSTER_LAYER:
+        start: list[_Path] = [()]
+    elif must == NODE_LAYER:
+        start = [p for p, layer in t.layer_of.items() if layer == NODE_LAYER]
+    else:
+        start = [p for p, layer in t.layer_of.items() if layer == must]
+    level = [p for p in start if t.offer[p] >= desired]
+    if not level:
+        return NoPlacement(_no_domain_message(t, must, start, desired, multiples))
+    candidates = level
+    while True:
+        deeper = [c for p in level for c in t.children[p] if t.offer[c] >= desired]
+        if not deeper:
+            break
+        candidates = level = deeper
+    for candidate in sorted(candidates, key=lambda p: _chain_key(t, p)):
+        leaves: list[tuple[str, int]] = []
+        if _distribute(t, candidate, desired, multiples, leaves) < desired:
+            continue
+        nodes: dict[str, str] = {}
+        it = iter(pods)
+        for node, n in leaves:
+            for _ in range(n):
+                nodes[next(it).key] = node
+        layer = t.layer_of[candidate]
+        domain = candidate if layer != NODE_LAYER else candidate[:-1]
+        return Placement(nodes, domain, layer)
+    return NoPlacement(_no_domain_message(t, must, start, desired, multiples))
+
+
+def _no_domain_message(
+    t: _Tree, must: str | None, start: Sequence[_Path], desired: int, multiples: Mapping[str, int]
+) -> str:
+    if must is None or must == CLUSTER_LAYER:
+        head = f"the cluster's topology offers {t.offer[()]} of the {desired} pod slots the gang group needs"
+    else:
+        shown = sorted(start, key=lambda p: (-t.offer[p], p))
+        listed = ", ".join(f"{must}/{p[-1]}: {t.offer[p]}" for p in shown[:10])
+        more = f", and {len(shown) - 10} more" if len(shown) > 10 else ""
+        head = (
+            f"no {must} domain can hold the gang group (MustGather): it needs {desired} pod slots, "
+            f"the domains offer {listed}{more}"
+        )
+    if multiples:
+        head += "; podCountMultiple " + ", ".join(f"{k}={v}" for k, v in sorted(multiples.items()))
+    return head
+
+
+# ============================================================================ the cluster's topology
+TOPOLOGY_OBJECT_NAME = "default"
+
+
+class ClusterTopologyView:
+    """The scheduler's copy of ClusterNetworkTopology `default`: its layer chain (or why the spec is
+    unusable), and the tree its nodes form, rebuilt when the nodes change."""
+
+    def __init__(self) -> None:
+        self.present = False
+        self.chain: LayerChain | None = None
+        self.error: str | None = None
+        self._tree: TopologyTree | None = None
+        self._tree_key: tuple[int, int, int] | None = None
+
+    def on_object(self, action: str, obj: Mapping[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        if meta.get("name") != TOPOLOGY_OBJECT_NAME:
+            return
+        self._tree = None
+        self._tree_key = None
+        if action == "Delete":
+            self.present, self.chain, self.error = False, None, None
+            return
+        self.present = True
+        try:
+            self.chain = parse_layer_chain(obj.get("spec") or {})
+            self.error = None
+        except TopologySpecError as err:
+            self.chain = None
+            self.error = str(err)
+
+    def unavailable(self) -> str | None:
+        """Why topology placement cannot be done now (None when it can)."""
+        if not self.present:
+            return f"there is no ClusterNetworkTopology named {TOPOLOGY_OBJECT_NAME!r}"
+        if self.chain is None:
+            return f"ClusterNetworkTopology {TOPOLOGY_OBJECT_NAME!r} is invalid: {self.error}"
+        return None
+
+    def tree(self, snapshot: Any) -> TopologyTree | None:
+        if self.chain is None:
+            return None
+        key = (id(snapshot), snapshot.node_generation, id(self.chain))
+        if self._tree is None or self._tree_key != key:
+            nodes = (snapshot.info(row).node for row in snapshot.live_rows().tolist())
+            self._tree = build_tree(self.chain, nodes)
+            self._tree_key = key
+        return self._tree
