@@ -236,12 +236,28 @@ class SchedulerMetrics:
 
     # ------------------------------------------------------------------ gangs and GPUs
     def gang_event(self, event: str, value: float) -> None:
-        """`bound` with the seconds from the group's first member seen to its release, or
-        `rejected:<reason>` once per rejected group."""
+        """`bound` with the seconds from the group's first member seen to its release,
+        `rejected:<reason>` once per rejected group, `job_preemption:<result>` with its duration."""
         if event == "bound":
             self._gang_bound_seconds().observe(value)
         elif event.startswith("rejected:"):
             self._gang_rejections().labels(event.split(":", 1)[1]).inc()
+        elif event.startswith("job_preemption:"):
+            self._job_preemption_seconds().labels(event.split(":", 1)[1]).observe(value)
+
+    def _job_preemption_seconds(self) -> Histogram:
+        metric = getattr(self, "_job_preemption", None)
+        if metric is None:
+            metric = Histogram(
+                "scheduler_job_preemption_duration_seconds",
+                "Seconds spent deciding a job-level preemption for a gang group, by result "
+                "(success: victims chosen and members nominated; failure: nobody evicted).",
+                ["result"],
+                buckets=exponential_buckets(0.001, 2, 20),
+                registry=self.registry,
+            )
+            self._job_preemption = metric
+        return metric
 
     def _gang_bound_seconds(self) -> Histogram:
         metric = getattr(self, "_gang_bound", None)

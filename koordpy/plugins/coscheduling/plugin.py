@@ -27,7 +27,7 @@ from koordpy.config.args import PluginArgs
 from koordpy.framework.cycle_state import CycleState
 from koordpy.framework.diagnosis import Diagnosis, fit_error_message
 from koordpy.framework.effects import RecordEvent
-from koordpy.framework.interfaces import BatchResult, ClusterEvent, Plugin, PreFilterResult
+from koordpy.framework.interfaces import BatchResult, ClusterEvent, Plugin, PostFilterResult, PreFilterResult
 from koordpy.framework.queued import QueuedPodInfo
 from koordpy.framework.status import SKIP, Code, Status
 from koordpy.plugins.coscheduling.gang import (
@@ -48,7 +48,9 @@ from koordpy.plugins.coscheduling.networktopology import (
     plan_placement,
     unknown_layer_message,
 )
+from koordpy.plugins.coscheduling.preemption import JobPreemption
 from koordpy.plugins.coscheduling.registry import SERVICE, GangRegistry
+from koordpy.status.topology import TopologyTree
 
 NAME = "Coscheduling"
 TOPOLOGY_SERVICE = "coscheduling.topology"
@@ -125,6 +127,7 @@ class Coscheduling(Plugin):
         self._planned: dict[str, str] = {}
         # gang groups told that their topology request could not be honoured, and why
         self._fallback_told: dict[str, str] = {}
+        self.preemption = JobPreemption(self)
         # pod keys released together by the last successful Permit of each group
         self._binding_members: dict[str, frozenset[str]] = {}
 
@@ -185,6 +188,14 @@ class Coscheduling(Plugin):
         )
         return f"gang {gang.id}: {message}" if message else None
 
+    def topology_for(self, pod: Pod) -> tuple[TopologyTree, NetworkTopologySpec] | None:
+        """The tree and gather rules to place the pod's group by, when it asks and they exist."""
+        found = self._topology_spec(pod)
+        if found is None or self.topology.unavailable() is not None:
+            return None
+        tree = self.topology.tree(self.handle.snapshot)
+        return (tree, found[1]) if tree is not None else None
+
     def pre_filter(self, state: CycleState, pod: Pod) -> tuple[PreFilterResult | None, Status | None]:
         node = self._planned.get(pod.key)
         if node is None:
@@ -244,6 +255,23 @@ class Coscheduling(Plugin):
             return other_gang is not None and other_gang.id in group
 
         return ignore
+
+    # ----------------------------------------------------------------------------- PostFilter
+    def post_filter(self, state: CycleState, pod: Pod, diagnosis: Diagnosis) -> PostFilterResult:
+        """Job-level preemption for a gang group (see preemption.py); plain pods are left to
+        DefaultPreemption. A gang member never preempts on its own: evicting for one member of
+        a group that cannot be placed as a whole frees room nobody can use."""
+        gang = self.registry.gang(pod)
+        if gang is None or not gang.initialized or self.registry.once_satisfied(gang):
+            return PostFilterResult(None, Status(Code.UNSCHEDULABLE))
+        if not self.cargs.enable_preemption:
+            return PostFilterResult(None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE))
+        result = self.preemption.preempt(pod, gang, diagnosis)
+        if result.status.is_success:
+            return result
+        # stop the chain: pod-level preemption for one member would break all-or-nothing
+        stop = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, result.status.reasons, NAME)
+        return PostFilterResult(result.nominated_node, stop)
 
     # ----------------------------------------------------------------------------- the pass
     def batch_members(self, pod: Pod) -> list[Pod] | None:
@@ -328,7 +356,7 @@ class Coscheduling(Plugin):
             # only short of members that are not here yet: they join through Permit until timeout
             keep_waiting = True
         if not self._group_valid(gang) and not keep_waiting:
-            self._observe("rejected:Unschedulable", 1.0)
+            self.observe("rejected:Unschedulable", 1.0)
             self.reject_group(gang, message)
             for g in group:
                 if g is None:
@@ -351,7 +379,7 @@ class Coscheduling(Plugin):
         head = f"gang {gang.id}" if len(gang.group) == 1 else f"gang group [{gang.group_id}]"
         message = f"{head} cannot be placed as a whole: member {pod.key} {why}"
         if "timeout" in why:
-            self._observe("rejected:Timeout", 1.0)
+            self.observe("rejected:Timeout", 1.0)
         self.registry.messages[gang.group_id] = message
         return message
 
@@ -367,7 +395,7 @@ class Coscheduling(Plugin):
         why = f"; pod {first_failure[0]} does not fit: {first_failure[1]}" if first_failure else ""
         return f"{head} cannot be placed as a whole: {', '.join(parts)} members could be placed{why}"
 
-    def _observe(self, event: str, value: float) -> None:
+    def observe(self, event: str, value: float) -> None:
         hook = self.handle.services.get("gang_event")
         if hook is not None:
             hook(event, value)
@@ -382,7 +410,7 @@ class Coscheduling(Plugin):
             ]
             first = min(seen, default=None)
             if first is not None:
-                self._observe("bound", self.handle.clock.now() - first)
+                self.observe("bound", self.handle.clock.now() - first)
         self._binding_members[gang.group_id] = frozenset(keys)
         for key in keys:
             wp = waiting.get(key)

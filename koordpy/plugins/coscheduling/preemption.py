@@ -1,0 +1,389 @@
+"""Job-level preemption: make room for a whole gang group at once, or evict nobody.
+
+Run as Coscheduling's PostFilter once per failed pass of a gang group, for the first member that
+failed (the trigger), after the pass has given back whatever it held:
+
+1. Eligibility: the trigger's `preemptionPolicy: Never` forbids it; so does a pod still terminating
+   because of an earlier preemption on the node a member is nominated to (the room is coming).
+2. Dry run: every legal victim is taken off the nodes where preemption can help (the trigger's
+   failure there was Unschedulable, not UnschedulableAndUnresolvable). A legal victim has a lower
+   priority than the trigger, is not opted out (`scheduling.koordinator.sh/disable-preemptible`,
+   `quota.scheduling.koordinator.sh/preemptible: "false"`), is not already terminating and does
+   not belong to the group.
+3. Placement of every pending member on that lighter cluster: with a network-topology-spec, the
+   topology plan (whole group in one domain that satisfies MustGather, tightest fit, cost as the
+   tie-break); otherwise member by member, each with the earlier ones assumed, on the cheapest
+   node that fits. A node's cost follows the job-aware model: the victim jobs it would disrupt
+   that are not disrupted already, then the priority ranks of those jobs, then its victim count.
+   A victim's job is its gang group, else its controller, else the pod itself.
+4. Fewest victims: on each chosen node the victims are put back, most important first (priority,
+   then job, then name), and each one that leaves every member planned there still fitting stays.
+5. Execution: victims get the DisruptionTarget condition and are deleted (a victim held at Permit
+   is rejected instead); lower-priority pods nominated to the victims' nodes lose their
+   nomination; every pending member is nominated to its planned node.
+
+If any member cannot be placed even with every legal victim gone, nobody is evicted.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from koordpy.api.pod import PREEMPT_NEVER, Pod
+from koordpy.framework.cycle_state import CycleState
+from koordpy.framework.diagnosis import Diagnosis
+from koordpy.framework.effects import Evict, Nominate
+from koordpy.framework.interfaces import PostFilterResult
+from koordpy.framework.status import Code, Status
+from koordpy.plugins.coscheduling.networktopology import Placement, offer_slots, plan_placement
+from koordpy.plugins.defaultpreemption import preemptible, terminating_by_preemption
+
+if TYPE_CHECKING:
+    from koordpy.plugins.coscheduling.gang import Gang
+    from koordpy.plugins.coscheduling.plugin import Coscheduling
+
+MSG_POLICY_NEVER = "not eligible due to preemptionPolicy=Never."
+MSG_TERMINATING = "not eligible due to terminating pod on the nominated node."
+MSG_NO_PENDING = "no pending pods"
+MSG_NO_VICTIMS = "no potential victims"
+MSG_NOT_HELPFUL = "preemption not helpful"
+
+
+@dataclass(slots=True)
+class _Victim:
+    pod: Pod
+    row: int
+    job: str
+    rank: int
+
+
+@dataclass(slots=True)
+class _Plan:
+    # member key -> row, in placement order
+    rows: dict[str, int] = field(default_factory=dict)
+    # each member's cycle state as it was planned (kept current while victims are put back)
+    states: dict[str, CycleState] = field(default_factory=dict)
+
+
+def _unschedulable(message: str) -> PostFilterResult:
+    return PostFilterResult("", Status(Code.UNSCHEDULABLE, (message,)))
+
+
+class JobPreemption:
+    def __init__(self, plugin: Coscheduling) -> None:
+        self.plugin = plugin
+        self.handle = plugin.handle
+
+    # ------------------------------------------------------------------------------ helpers
+    def job_of(self, pod: Pod) -> str:
+        gang = self.plugin.registry.gang(pod)
+        if gang is not None:
+            return gang.group_id
+        owner = pod.controller
+        if owner is not None:
+            return f"{pod.namespace}/{owner.kind}/{owner.name}"
+        return pod.key
+
+    def _legal_victim(self, victim: Pod, priority: int, group: frozenset[str]) -> bool:
+        if victim.priority >= priority or not preemptible(victim) or victim.deletion_ts is not None:
+            return False
+        gang = self.plugin.registry.gang(victim)
+        return gang is None or gang.id not in group
+
+    # ------------------------------------------------------------------------------ entry
+    def preempt(self, trigger: Pod, gang: Gang, diagnosis: Diagnosis) -> PostFilterResult:
+        start = time.perf_counter()
+        result = self._preempt(trigger, gang, diagnosis)
+        outcome = "success" if result.status.is_success else "failure"
+        self.plugin.observe(f"job_preemption:{outcome}", time.perf_counter() - start)
+        return result
+
+    def _preempt(self, trigger: Pod, gang: Gang, diagnosis: Diagnosis) -> PostFilterResult:
+        handle = self.handle
+        snap = handle.snapshot
+        members = self.plugin.batch_members(trigger) or []
+        if not members:
+            return _unschedulable(MSG_NO_PENDING)
+        if trigger.preemption_policy == PREEMPT_NEVER:
+            return PostFilterResult(None, Status(Code.UNSCHEDULABLE, (MSG_POLICY_NEVER,)))
+        group = frozenset(gang.group)
+        for member in members:
+            nominated = handle.nominator.node_of(member.key) or member.nominated_node_name
+            row = snap.row_of.get(nominated) if nominated else None
+            if row is None:
+                continue
+            for other in snap.info(row).pods.values():
+                if (
+                    other.priority < member.priority
+                    and preemptible(other)
+                    and terminating_by_preemption(other)
+                ):
+                    # the room an earlier preemption made is on its way: do not evict more
+                    return PostFilterResult(None, Status(Code.UNSCHEDULABLE, (MSG_TERMINATING,)))
+
+        potential = self._potential_rows(diagnosis)
+        victims = self._victims(trigger, potential, group)
+        if not victims:
+            return self._fail(members, f"{MSG_NOT_HELPFUL}: {MSG_NO_VICTIMS} where evicting could help")
+        removed: list[_Victim] = []
+        planned: list[tuple[Pod, int]] = []
+        order_by_row: dict[int, list[tuple[str, Pod]]] = {}
+        try:
+            for v in victims:
+                if v.row not in order_by_row:
+                    order_by_row[v.row] = list(snap.info(v.row).pods.items())
+                snap.remove_pod(v.pod, v.row)
+                removed.append(v)
+            plan, why = self._place(trigger, gang, members, victims)
+            if plan is None:
+                return self._fail(members, f"{MSG_NOT_HELPFUL}: {why}")
+            by_key = {m.key: m for m in members}
+            for key, row in plan.rows.items():
+                snap.add_pod(by_key[key], row)
+                planned.append((by_key[key], row))
+            chosen = self._minimise(plan, by_key, victims, trigger)
+        finally:
+            for pod, row in planned:
+                snap.remove_pod(pod, row)
+            for v in removed:
+                if v.pod.key not in snap.info(v.row).pods:
+                    snap.add_pod(v.pod, v.row)
+            for row, order in order_by_row.items():
+                info = snap.info(row)
+                info.pods.clear()
+                info.pods.update(order)
+        return self._execute(trigger, gang, members, plan, chosen)
+
+    # ------------------------------------------------------------------------------ dry run
+    def _potential_rows(self, diagnosis: Diagnosis) -> np.ndarray:
+        snap = self.handle.snapshot
+        rows = snap.live_rows()
+        if diagnosis.pre_filter_status is not None:
+            return rows if diagnosis.pre_filter_status.code == Code.UNSCHEDULABLE else rows[:0]
+        codes = diagnosis.code_by_row(snap.capacity)
+        # nodes where the trigger's failure was unresolvable stay as they are; those without a
+        # recorded status were never filtered for it (a topology plan that fell short) and count
+        return rows[codes[rows] != Code.UNSCHEDULABLE_AND_UNRESOLVABLE]
+
+    def _victims(self, trigger: Pod, rows: np.ndarray, group: frozenset[str]) -> list[_Victim]:
+        snap = self.handle.snapshot
+        found: list[tuple[Pod, int]] = []
+        for row in rows.tolist():
+            for pod in snap.info(row).pods.values():
+                if self._legal_victim(pod, trigger.priority, group):
+                    found.append((pod, row))
+        ranks = {p: i for i, p in enumerate(sorted({pod.priority for pod, _ in found}))}
+        return [_Victim(pod, row, self.job_of(pod), ranks[pod.priority]) for pod, row in found]
+
+    def _place(
+        self, trigger: Pod, gang: Gang, members: Sequence[Pod], victims: Sequence[_Victim]
+    ) -> tuple[_Plan | None, str]:
+        """Where each member goes once the victims are gone (None and why, when some cannot)."""
+        by_row: dict[int, list[_Victim]] = {}
+        for v in victims:
+            by_row.setdefault(v.row, []).append(v)
+        ignore = self.plugin.same_job(trigger)
+        topology = self.plugin.topology_for(trigger)
+        if topology is not None:
+            return self._place_in_topology(members, by_row, topology, ignore)
+        return self._place_one_by_one(members, by_row, ignore)
+
+    @staticmethod
+    def _cost(victims: Sequence[_Victim], disrupted: set[str]) -> tuple[int, int, int]:
+        """(new victim jobs, their priority ranks, victims): lower is better."""
+        jobs: dict[str, int] = {}
+        for v in victims:
+            if v.job not in disrupted:
+                jobs[v.job] = max(jobs.get(v.job, 0), v.rank)
+        return (len(jobs), sum(jobs.values()), len(victims))
+
+    def _place_one_by_one(
+        self,
+        members: Sequence[Pod],
+        by_row: dict[int, list[_Victim]],
+        ignore: Callable[[Pod], bool],
+    ) -> tuple[_Plan | None, str]:
+        snap = self.handle.snapshot
+        profile: Any = self.handle.profile
+        plan = _Plan()
+        disrupted: set[str] = set()
+        placed: list[tuple[Pod, int]] = []
+        try:
+            for member in members:
+                state = CycleState()
+                allowed, st = profile.run_pre_filter(state, member)
+                if st is not None:
+                    return None, f"pod {member.key} cannot be placed: {st.message}"
+                rows = snap.live_rows()
+                if allowed is not None:
+                    picked = sorted(snap.row_of[n] for n in allowed if n in snap.row_of)
+                    rows = np.array(picked, dtype=np.int64)
+                feasible = profile.run_filter_with_nominated(state, member, rows, None, ignore)
+                if feasible.size == 0:
+                    return None, f"pod {member.key} does not fit even with every lower-priority pod evicted"
+                free = [r for r in feasible.tolist() if r not in by_row]
+                if free:
+                    best = min(free, key=snap.node_name)
+                else:
+                    best = min(
+                        feasible.tolist(),
+                        key=lambda r: (self._cost(by_row[r], disrupted), snap.node_name(r)),
+                    )
+                    disrupted.update(v.job for v in by_row[best])
+                plan.rows[member.key] = best
+                plan.states[member.key] = state
+                snap.add_pod(member, best)
+                placed.append((member, best))
+        finally:
+            for member, row in placed:
+                snap.remove_pod(member, row)
+        return plan, ""
+
+    def _place_in_topology(
+        self,
+        members: Sequence[Pod],
+        by_row: dict[int, list[_Victim]],
+        topology: Any,
+        ignore: Callable[[Pod], bool],
+    ) -> tuple[_Plan | None, str]:
+        tree, spec = topology
+        snap = self.handle.snapshot
+        profile: Any = self.handle.profile
+        offers = offer_slots(profile, members, snap.live_rows(), ignore)
+        slots = {snap.node_name(r): int(offers.slots[r]) for r in np.flatnonzero(offers.slots).tolist()}
+        # cheaper nodes score higher: fewer jobs dominate, then ranks, then victims
+        scores = {}
+        for row, vs in by_row.items():
+            jobs, ranks, count = self._cost(vs, set())
+            scores[snap.node_name(row)] = -float(jobs * 1_000_000 + ranks * 1_000 + count)
+        placement = plan_placement(tree, spec, members, slots, scores)
+        if not isinstance(placement, Placement):
+            return None, placement.message
+        plan = _Plan()
+        for member in members:
+            plan.rows[member.key] = snap.row_of[placement.nodes[member.key]]
+            state = CycleState()
+            profile.run_pre_filter(state, member)
+            plan.states[member.key] = state
+        return plan, ""
+
+    # ------------------------------------------------------------------------------ fewest victims
+    def _minimise(
+        self, plan: _Plan, by_key: dict[str, Pod], victims: Sequence[_Victim], trigger: Pod
+    ) -> list[_Victim]:
+        """Put victims back where the members planned on their node still fit; the rest go."""
+        snap = self.handle.snapshot
+        profile: Any = self.handle.profile
+        members_on: dict[int, list[Pod]] = {}
+        for key, row in plan.rows.items():
+            members_on.setdefault(row, []).append(by_key[key])
+        chosen: list[_Victim] = []
+        for row in sorted(members_on):
+            here = [v for v in victims if v.row == row]
+            here.sort(key=lambda v: (-v.pod.priority, v.job, v.pod.name))
+            for v in here:
+                snap.add_pod(v.pod, row)
+                for m in members_on[row]:
+                    profile.pre_filter_add_pod(plan.states[m.key], m, v.pod, row)
+                if self._members_fit(plan, members_on[row], row, trigger):
+                    continue
+                snap.remove_pod(v.pod, row)
+                for m in members_on[row]:
+                    profile.pre_filter_remove_pod(plan.states[m.key], m, v.pod, row)
+                chosen.append(v)
+        return chosen
+
+    def _members_fit(self, plan: _Plan, members: Sequence[Pod], row: int, trigger: Pod) -> bool:
+        """Whether the members planned on the node fit there one after the other."""
+        snap = self.handle.snapshot
+        profile: Any = self.handle.profile
+        for m in members:
+            snap.remove_pod(m, row)
+        back: list[Pod] = []
+        ok = True
+        try:
+            ignore = self.plugin.same_job(trigger)
+            node_name = snap.node_name(row)
+            for m in members:
+                others = [
+                    o
+                    for o in self.handle.nominator.pods_on(node_name)
+                    if o.priority >= m.priority and not ignore(o)
+                ]
+                state = plan.states[m.key]
+                st = (
+                    profile.filter_one_with_pods(state, m, row, others)
+                    if others
+                    else profile.filter_one(state, m, row)
+                )
+                if st is not None:
+                    ok = False
+                    break
+                snap.add_pod(m, row)
+                back.append(m)
+        finally:
+            for m in members:
+                if m not in back:
+                    snap.add_pod(m, row)
+        return ok
+
+    # ------------------------------------------------------------------------------ execution
+    def _execute(
+        self, trigger: Pod, gang: Gang, members: Sequence[Pod], plan: _Plan, victims: Sequence[_Victim]
+    ) -> PostFilterResult:
+        handle = self.handle
+        snap = handle.snapshot
+        scheduler_name = handle.scheduler_name
+        preemptor = gang.group_id
+        message = (
+            f"{scheduler_name}: preempting to accommodate higher priority pods, "
+            f"preemptor: {preemptor}, triggerPod: {trigger.key}"
+        )
+        nodes_hit: dict[str, None] = {}
+        for v in victims:
+            node_name = snap.node_name(v.row)
+            nodes_hit[node_name] = None
+            waiting = handle.waiting_pods.get(v.pod.key)
+            if waiting is not None:
+                # held at Permit, never bound: rejecting it gives the room back at once
+                waiting.reject(self.plugin.NAME, "preempted")
+                continue
+            handle.emit(Evict(v.pod, node_name, preemptor, trigger.key, message, scheduler_name))
+        member_keys = {m.key for m in members}
+        ignore = self.plugin.same_job(trigger)
+        for node_name in nodes_hit:
+            for other in handle.nominator.pods_on(node_name):
+                if other.key not in member_keys and other.priority < trigger.priority and not ignore(other):
+                    handle.nominator.remove(other)
+                    handle.emit(Nominate(other, ""))
+        for m in members:
+            node_name = snap.node_name(plan.rows[m.key])
+            before = handle.nominator.node_of(m.key) or m.nominated_node_name
+            handle.nominator.add(m, node_name)
+            if before != node_name:
+                handle.emit(Nominate(m, node_name))
+        jobs = len({v.job for v in victims})
+        if victims:
+            summary = (
+                f"preempted {len(victims)} pod(s) of {jobs} job(s) on {len(nodes_hit)} node(s); "
+                f"all {len(members)} pending member(s) nominated, waiting for the victims to terminate"
+            )
+        else:
+            summary = f"room found without evicting anyone; all {len(members)} pending member(s) nominated"
+        trigger_row = plan.rows.get(trigger.key)
+        nominated = snap.node_name(trigger_row) if trigger_row is not None else None
+        return PostFilterResult(nominated, Status(Code.SUCCESS, (summary,)))
+
+    def _fail(self, members: Sequence[Pod], message: str) -> PostFilterResult:
+        """Nothing is evicted; the members no longer count on room nominated to them."""
+        handle = self.handle
+        for m in members:
+            if handle.nominator.node_of(m.key) or m.nominated_node_name:
+                handle.nominator.remove(m)
+                handle.emit(Nominate(m, ""))
+        return _unschedulable(message)
