@@ -29,13 +29,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 from pydantic import Field, ValidationInfo, field_validator
 
-from koordpy.api.errors import SpecError
-from koordpy.api.pdb import PodDisruptionBudget
 from koordpy.api.pod import PREEMPT_NEVER, Pod
 from koordpy.api.time import parse_timestamp
 from koordpy.config.args import PluginArgs
@@ -45,6 +43,7 @@ from koordpy.framework.effects import Evict, Nominate
 from koordpy.framework.handle import Handle
 from koordpy.framework.interfaces import Plugin, PostFilterResult
 from koordpy.framework.status import Code, Status
+from koordpy.plugins.disruptionbudgets import Budget, DisruptionBudgets, split_by_pdb
 
 if TYPE_CHECKING:
     from koordpy.framework.profile import Profile
@@ -91,16 +90,6 @@ class DefaultPreemptionArgs(PluginArgs):
         if value == 0 and info.data.get("min_candidate_nodes_percentage") == 0:
             raise ValueError("cannot be zero at the same time as minCandidateNodesPercentage")
         return value
-
-
-@dataclass(slots=True)
-class _Budget:
-    """A PDB during one preemption attempt: how many more of its pods may be disrupted."""
-
-    pdb: PodDisruptionBudget
-    allowed: int
-    # pods the API server already counted as disrupted: evicting them again costs nothing
-    disrupted: frozenset[str]
 
 
 @dataclass(slots=True)
@@ -186,72 +175,9 @@ class DefaultPreemption(Plugin):
     def __init__(self, handle: Handle, args: PluginArgs | None = None) -> None:
         super().__init__(handle, args)
         self._args = args if isinstance(args, DefaultPreemptionArgs) else DefaultPreemptionArgs()
-        self._pdbs: dict[str, PodDisruptionBudget] = {}
+        self._budgets = DisruptionBudgets.shared(handle)
         self._lowest = np.zeros(0, dtype=np.int64)
         self._lowest_key: tuple[int, int] | None = None
-        register = handle.services.get("register_object_handler")
-        if register is not None:
-            register("PodDisruptionBudget", self.on_pdb)
-
-    # ------------------------------------------------------------------------------ PDBs
-    def on_pdb(self, action: str, obj: Mapping[str, Any]) -> None:
-        meta = obj.get("metadata") or {}
-        key = f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
-        if action == "Delete":
-            self._pdbs.pop(key, None)
-            return
-        try:
-            self._pdbs[key] = PodDisruptionBudget.from_dict(obj)
-        except SpecError:
-            # a PDB the API server would not have admitted protects nothing
-            self._pdbs.pop(key, None)
-
-    def _budgets(self) -> list[_Budget]:
-        pdbs = list(self._pdbs.values())
-        if not pdbs:
-            return []
-        uncounted = [p for p in pdbs if p.disruptions_allowed is None]
-        healthy = dict.fromkeys((p.key for p in uncounted), 0)
-        expected = dict(healthy)
-        if uncounted:
-            # no disruption controller wrote a status: count the covered pods the scheduler sees
-            snap = self.handle.snapshot
-            for row in snap.live_rows().tolist():
-                for pod in snap.info(row).pods.values():
-                    for pdb in uncounted:
-                        if pdb.covers(pod.namespace, pod.labels):
-                            expected[pdb.key] += 1
-                            if pod.phase == "Running" and pod.deletion_ts is None:
-                                healthy[pdb.key] += 1
-        out = []
-        for pdb in pdbs:
-            if pdb.disruptions_allowed is not None:
-                allowed = pdb.disruptions_allowed
-            else:
-                allowed = pdb.allowed_disruptions(healthy[pdb.key], expected[pdb.key])
-            status = pdb.raw.get("status")
-            disrupted = status.get("disruptedPods") if isinstance(status, Mapping) else None
-            out.append(_Budget(pdb, allowed, frozenset(disrupted or ())))
-        return out
-
-    @staticmethod
-    def _split_by_pdb(pods: Sequence[Pod], budgets: Sequence[_Budget]) -> tuple[list[Pod], list[Pod]]:
-        """(pods whose eviction would break a PDB, the others), each in the given order; every
-        covered pod spends one disruption of each PDB covering it (kube's filterPodsWithPDBViolation)."""
-        allowed = [b.allowed for b in budgets]
-        violating: list[Pod] = []
-        rest: list[Pod] = []
-        for pod in pods:
-            violated = False
-            if pod.labels:
-                for i, budget in enumerate(budgets):
-                    if not budget.pdb.covers(pod.namespace, pod.labels) or pod.name in budget.disrupted:
-                        continue
-                    allowed[i] -= 1
-                    if allowed[i] < 0:
-                        violated = True
-            (violating if violated else rest).append(pod)
-        return violating, rest
 
     # ------------------------------------------------------------------------------ PostFilter
     def post_filter(self, state: CycleState, pod: Pod, diagnosis: Diagnosis) -> PostFilterResult:
@@ -320,7 +246,7 @@ class DefaultPreemption(Plugin):
         # nodes without a single pod the preemptor may evict need no dry run
         has_victims = self._lowest_victim_priority()[rows] < pod.priority
         verdicts.add(_NO_VICTIMS, int(rows.size - np.count_nonzero(has_victims)))
-        budgets = self._budgets()
+        budgets = self._budgets.budgets(snap)
         wanted = self._num_candidates(int(rows.size))
         clean: list[_Candidate] = []
         violating: list[_Candidate] = []
@@ -384,7 +310,7 @@ class DefaultPreemption(Plugin):
         return profile.filter_one(state, pod, row)
 
     def _select_victims(
-        self, state: CycleState, pod: Pod, row: int, budgets: Sequence[_Budget]
+        self, state: CycleState, pod: Pod, row: int, budgets: Sequence[Budget]
     ) -> tuple[list[Pod], int, Status | None]:
         """The fewest lower-priority pods to evict from one node so the pod fits there, and how
         many of them break a PDB; or the status saying why the node cannot be a candidate.
@@ -409,7 +335,7 @@ class DefaultPreemption(Plugin):
             if status is not None:
                 return [], 0, status
             potential.sort(key=importance_key)
-            violating, rest = self._split_by_pdb(potential, budgets)
+            violating, rest = split_by_pdb(potential, budgets)
             victims: list[Pod] = []
             violations = 0
             for group, breaks_pdb in ((violating, True), (rest, False)):

@@ -18,6 +18,7 @@ from koordpy.framework.diagnosis import Diagnosis, fit_error_message
 from koordpy.framework.effects import Evict, Nominate
 from koordpy.framework.interfaces import PostFilterResult
 from koordpy.framework.status import Code
+from koordpy.plugins.disruptionbudgets import DisruptionBudgets
 from koordpy.simulate.loader import Scenario
 from koordpy.simulate.runner import simulate
 from tests.builders import Harness, node_dict, pod_dict
@@ -242,9 +243,8 @@ def test_victims_and_node(
     victims: list[tuple[str, str]],
 ) -> None:
     h = harness(nodes, pods, args)
-    plugin = h.profile.plugins[DP]
     for obj in pdbs:
-        plugin.on_pdb("Add", obj)  # type: ignore[attr-defined]
+        DisruptionBudgets.shared(h.handle).on_pdb("Add", obj)
     result, _ = preempt(h, incoming("p", *pod))
     assert result.status.code == Code.SUCCESS
     assert result.nominated_node == victims[0][1]

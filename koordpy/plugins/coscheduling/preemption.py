@@ -13,11 +13,13 @@ failed (the trigger), after the pass has given back whatever it held:
 3. Placement of every pending member on that lighter cluster: with a network-topology-spec, the
    topology plan (whole group in one domain that satisfies MustGather, tightest fit, cost as the
    tie-break); otherwise member by member, each with the earlier ones assumed, on the cheapest
-   node that fits. A node's cost follows the job-aware model: the victim jobs it would disrupt
-   that are not disrupted already, then the priority ranks of those jobs, then its victim count.
-   A victim's job is its gang group, else its controller, else the pod itself.
-4. Fewest victims: on each chosen node the victims are put back, most important first (priority,
-   then job, then name), and each one that leaves every member planned there still fitting stays.
+   node that fits. A node's cost follows the job-aware model: PodDisruptionBudgets its victims
+   would break (respected where there is a choice, as kube-scheduler does), then the victim jobs
+   it would disrupt that are not disrupted already, then the priority ranks of those jobs, then
+   its victim count. A victim's job is its gang group, else its controller, else the pod itself.
+4. Fewest victims: on each chosen node the victims are put back, PDB-protected ones first, then
+   the most important (priority, then job, then name); each one that leaves every member planned
+   there still fitting stays.
 5. Execution: victims get the DisruptionTarget condition and are deleted (a victim held at Permit
    is rejected instead); lower-priority pods nominated to the victims' nodes lose their
    nomination; every pending member is nominated to its planned node.
@@ -42,6 +44,7 @@ from koordpy.framework.interfaces import PostFilterResult
 from koordpy.framework.status import Code, Status
 from koordpy.plugins.coscheduling.networktopology import Placement, offer_slots, plan_placement
 from koordpy.plugins.defaultpreemption import preemptible, terminating_by_preemption
+from koordpy.plugins.disruptionbudgets import DisruptionBudgets, split_by_pdb
 
 if TYPE_CHECKING:
     from koordpy.plugins.coscheduling.gang import Gang
@@ -60,6 +63,8 @@ class _Victim:
     row: int
     job: str
     rank: int
+    # evicting it (with the others on its node) would break a PodDisruptionBudget
+    breaks_pdb: bool = False
 
 
 @dataclass(slots=True)
@@ -78,6 +83,7 @@ class JobPreemption:
     def __init__(self, plugin: Coscheduling) -> None:
         self.plugin = plugin
         self.handle = plugin.handle
+        self.budgets = DisruptionBudgets.shared(plugin.handle)
 
     # ------------------------------------------------------------------------------ helpers
     def job_of(self, pod: Pod) -> str:
@@ -178,7 +184,18 @@ class JobPreemption:
                 if self._legal_victim(pod, trigger.priority, group):
                     found.append((pod, row))
         ranks = {p: i for i, p in enumerate(sorted({pod.priority for pod, _ in found}))}
-        return [_Victim(pod, row, self.job_of(pod), ranks[pod.priority]) for pod, row in found]
+        victims = [_Victim(pod, row, self.job_of(pod), ranks[pod.priority]) for pod, row in found]
+        budgets = self.budgets.budgets(snap)
+        if budgets:
+            by_row: dict[int, list[_Victim]] = {}
+            for v in victims:
+                by_row.setdefault(v.row, []).append(v)
+            for on_node in by_row.values():
+                breaking, _ = split_by_pdb([v.pod for v in on_node], budgets)
+                keys = {p.key for p in breaking}
+                for v in on_node:
+                    v.breaks_pdb = v.pod.key in keys
+        return victims
 
     def _place(
         self, trigger: Pod, gang: Gang, members: Sequence[Pod], victims: Sequence[_Victim]
@@ -194,13 +211,13 @@ class JobPreemption:
         return self._place_one_by_one(members, by_row, ignore)
 
     @staticmethod
-    def _cost(victims: Sequence[_Victim], disrupted: set[str]) -> tuple[int, int, int]:
-        """(new victim jobs, their priority ranks, victims): lower is better."""
+    def _cost(victims: Sequence[_Victim], disrupted: set[str]) -> tuple[int, int, int, int]:
+        """(PDB violations, new victim jobs, their priority ranks, victims): lower is better."""
         jobs: dict[str, int] = {}
         for v in victims:
             if v.job not in disrupted:
                 jobs[v.job] = max(jobs.get(v.job, 0), v.rank)
-        return (len(jobs), sum(jobs.values()), len(victims))
+        return (sum(v.breaks_pdb for v in victims), len(jobs), sum(jobs.values()), len(victims))
 
     def _place_one_by_one(
         self,
@@ -259,8 +276,8 @@ class JobPreemption:
         # cheaper nodes score higher: fewer jobs dominate, then ranks, then victims
         scores = {}
         for row, vs in by_row.items():
-            jobs, ranks, count = self._cost(vs, set())
-            scores[snap.node_name(row)] = -float(jobs * 1_000_000 + ranks * 1_000 + count)
+            pdbs, jobs, ranks, count = self._cost(vs, set())
+            scores[snap.node_name(row)] = -float(pdbs * 10**9 + jobs * 10**6 + ranks * 10**3 + count)
         placement = plan_placement(tree, spec, members, slots, scores)
         if not isinstance(placement, Placement):
             return None, placement.message
@@ -285,7 +302,8 @@ class JobPreemption:
         chosen: list[_Victim] = []
         for row in sorted(members_on):
             here = [v for v in victims if v.row == row]
-            here.sort(key=lambda v: (-v.pod.priority, v.job, v.pod.name))
+            # PDB-protected victims are given back first, then the most important
+            here.sort(key=lambda v: (not v.breaks_pdb, -v.pod.priority, v.job, v.pod.name))
             for v in here:
                 snap.add_pod(v.pod, row)
                 for m in members_on[row]:
