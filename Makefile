@@ -39,6 +39,7 @@ test: lint controlplane
 
 bench: install
 	$(BIN)/python benchmarks/bench_scheduling.py
+	$(BIN)/python benchmarks/bench_topology.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -308,7 +308,7 @@ async def test_seed_topology_status_follows_the_nodes(
 
     await eventually(lambda: detail_is(expected), what="the seed's detailStatus")
 
-    # node-1 moves from s1/b1 to s2/b4
+    # node-1 moves from s1/b2 to s2/b4
     names, spine, block = topology_nodes["names"], topology_nodes["spine"], topology_nodes["block"]
     await core.patch_node(names["node-1"], {"metadata": {"labels": {spine: "s2", block: "b4"}}})
 
@@ -321,19 +321,19 @@ async def test_seed_topology_status_follows_the_nodes(
     assert found == {
         ("ClusterTopologyLayer", ""): 8,
         ("SpineLayer", "s1"): 3,
-        ("BlockLayer", "b1"): 1,
-        ("BlockLayer", "b2"): 2,
+        ("BlockLayer", "b1"): 2,
+        ("BlockLayer", "b2"): 1,
         ("SpineLayer", "s2"): 5,
         ("BlockLayer", "b3"): 2,
         ("BlockLayer", "b4"): 3,
     }
 
-    # removing node-2 empties block b1
+    # removing node-2 empties block b2
     await core.delete_node(names["node-2"])
 
     async def removed() -> dict[tuple[str, ...], int] | None:
         found = counts((await topology_status(objects)).get("detailStatus") or [])
-        return found if ("BlockLayer", "b1") not in found else None
+        return found if ("BlockLayer", "b2") not in found else None
 
     found = await eventually(removed, what="detailStatus to drop the removed node")
     assert found[("ClusterTopologyLayer", "")] == 7

@@ -210,7 +210,7 @@ def offer_slots(
     if first.size == 0:
         return Offers(slots, diagnosis, int(rows.size))
     if any(_interacts(p) for p in pods):
-        _count_one_by_one(profile, pods, kinds, first, slots)
+        _count_one_by_one(profile, pods, kinds, first, slots, ignore_nominated)
     else:
         _count_by_arithmetic(profile, pods, kinds, first, slots, ignore_nominated)
     return Offers(slots, diagnosis, int(rows.size))
@@ -264,20 +264,39 @@ def _count_by_arithmetic(
 
 
 def _count_one_by_one(
-    profile: Any, pods: Sequence[Pod], kinds: Sequence[_Template], first: np.ndarray, slots: np.ndarray
+    profile: Any,
+    pods: Sequence[Pod],
+    kinds: Sequence[_Template],
+    first: np.ndarray,
+    slots: np.ndarray,
+    ignore_nominated: Callable[[Pod], bool] | None,
 ) -> None:
     """Pods whose placement changes what their siblings may do (ports, affinity, spreading): on each
     node, the real filters with the earlier pods assumed there."""
     snap = profile.handle.snapshot
     distinct = list({id(k): k for k in kinds}.values())
+    nominator = profile.handle.nominator
+    nominated = {n: nominator.pods_on(n) for n in nominator.nodes()} if nominator else {}
     for row in first.tolist():
         info = snap.info(row)
         order = list(info.pods.items())
         trial = {id(k): k.state.clone() for k in distinct}
         placed: list[Pod] = []
         try:
+            node_name = info.node.name
             for pod, kind in zip(pods, kinds, strict=True):
-                if profile.filter_one(trial[id(kind)], pod, row) is not None:
+                held = [
+                    o
+                    for o in nominated.get(node_name, ())
+                    if o.priority >= pod.priority and not (ignore_nominated and ignore_nominated(o))
+                ]
+                trial_state = trial[id(kind)]
+                st = (
+                    profile.filter_one_with_pods(trial_state, pod, row, held)
+                    if held
+                    else profile.filter_one(trial_state, pod, row)
+                )
+                if st is not None:
                     break
                 snap.add_pod(pod, row)
                 placed.append(pod)
@@ -296,7 +315,8 @@ def _count_one_by_one(
 class Placement:
     # pod key -> node name
     nodes: dict[str, str]
-    # the domain the group was placed in ((layer, name) from the top), and its layer
+    # the domain the group was placed in (names from the top; a node's path ends with the node
+    # name), and its layer
     domain: DomainPath
     layer: str
 
@@ -412,43 +432,61 @@ def plan_placement(
         start = [p for p, layer in t.layer_of.items() if layer == must]
     level = [p for p in start if t.offer[p] >= desired]
     if not level:
-        return NoPlacement(_no_domain_message(t, must, start, desired, multiples))
-    candidates = level
+        return NoPlacement(_no_domain_message(t, must, start, desired, multiples, fits=False))
+    # every level of the tree that has domains holding the group, from the top down
+    levels = [level]
     while True:
-        deeper = [c for p in level for c in t.children[p] if t.offer[c] >= desired]
-        if not deeper:
+        level = [c for p in level for c in t.children[p] if t.offer[c] >= desired]
+        if not level:
             break
-        candidates = level = deeper
-    for candidate in sorted(candidates, key=lambda p: _chain_key(t, p)):
-        leaves: list[tuple[str, int]] = []
-        if _distribute(t, candidate, desired, multiples, leaves) < desired:
-            continue
-        nodes: dict[str, str] = {}
-        it = iter(pods)
-        for node, n in leaves:
-            for _ in range(n):
-                nodes[next(it).key] = node
-        layer = t.layer_of[candidate]
-        domain = candidate if layer != NODE_LAYER else candidate[:-1]
-        return Placement(nodes, domain, layer)
-    return NoPlacement(_no_domain_message(t, must, start, desired, multiples))
+        levels.append(level)
+    # the deepest level first; a level whose domains cannot split the pods as the multiples ask
+    # gives way to the one above it
+    for candidates in reversed(levels):
+        for candidate in sorted(candidates, key=lambda p: _chain_key(t, p)):
+            leaves: list[tuple[str, int]] = []
+            if _distribute(t, candidate, desired, multiples, leaves) < desired:
+                continue
+            nodes: dict[str, str] = {}
+            it = iter(pods)
+            for node, n in leaves:
+                for _ in range(n):
+                    nodes[next(it).key] = node
+            return Placement(nodes, candidate, t.layer_of[candidate])
+    return NoPlacement(_no_domain_message(t, must, start, desired, multiples, fits=True))
 
 
 def _no_domain_message(
-    t: _Tree, must: str | None, start: Sequence[_Path], desired: int, multiples: Mapping[str, int]
+    t: _Tree,
+    must: str | None,
+    start: Sequence[_Path],
+    desired: int,
+    multiples: Mapping[str, int],
+    fits: bool,
 ) -> str:
+    rule = ", ".join(f"{k}={v}" for k, v in sorted(multiples.items()))
+    if fits:
+        # enough slots, but no domain can split the pods in the multiples asked for
+        head = (
+            f"no topology domain can take the gang group's {desired} pods in the multiples "
+            f"podCountMultiple asks for ({rule})"
+        )
+        return head
     if must is None or must == CLUSTER_LAYER:
         head = f"the cluster's topology offers {t.offer[()]} of the {desired} pod slots the gang group needs"
     else:
         shown = sorted(start, key=lambda p: (-t.offer[p], p))
-        listed = ", ".join(f"{must}/{p[-1]}: {t.offer[p]}" for p in shown[:10])
+        last = [p[-1] for p in shown]
+        # a name shared by domains under different parents is shown with its path
+        names = ["/".join(p) if last.count(p[-1]) > 1 else p[-1] for p in shown]
+        listed = ", ".join(f"{must}/{n}: {t.offer[p]}" for n, p in zip(names[:10], shown, strict=False))
         more = f", and {len(shown) - 10} more" if len(shown) > 10 else ""
         head = (
             f"no {must} domain can hold the gang group (MustGather): it needs {desired} pod slots, "
             f"the domains offer {listed}{more}"
         )
     if multiples:
-        head += "; podCountMultiple " + ", ".join(f"{k}={v}" for k, v in sorted(multiples.items()))
+        head += f"; podCountMultiple {rule}"
     return head
 
 

@@ -289,7 +289,9 @@ class Coscheduling(Plugin):
                 for k in other.children
                 if k not in other.bound and k not in other.waiting and k in self.registry.pods
             ]
-            members.extend(sorted(pending, key=member_order_key))
+            members.extend(pending)
+        # one order for the whole group: the ranks of a job often span its gangs (launcher, workers)
+        members.sort(key=member_order_key)
         return members
 
     def stops_on_failure(self, pod: Pod) -> bool:
