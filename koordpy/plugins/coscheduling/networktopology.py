@@ -139,6 +139,19 @@ def _interacts(pod: Pod) -> bool:
     )
 
 
+def _one_per_node_by_ports(pods: Sequence[Pod]) -> bool:
+    """Whether host ports are the pods' only interaction and some port is wanted by all of them
+    (the usual gang of one template with a hostPort): then no two of them share a node."""
+    if any(p.required_affinity or p.required_anti_affinity or p.spread_constraints for p in pods):
+        return False
+    shared = set(pods[0].host_ports)
+    for p in pods[1:]:
+        shared &= set(p.host_ports)
+        if not shared:
+            return False
+    return bool(shared)
+
+
 def _template_key(pod: Pod) -> tuple[Any, ...]:
     """Pods equal under this key pass the same filters on the same nodes."""
     return (
@@ -209,10 +222,14 @@ def offer_slots(
     first = kinds[0].feasible
     if first.size == 0:
         return Offers(slots, diagnosis, int(rows.size))
-    if any(_interacts(p) for p in pods):
-        _count_one_by_one(profile, pods, kinds, first, slots, ignore_nominated)
-    else:
+    if not any(_interacts(p) for p in pods):
         _count_by_arithmetic(profile, pods, kinds, first, slots, ignore_nominated)
+    elif _one_per_node_by_ports(pods):
+        # every pod wants the same host port: a node takes one of them at most
+        _count_by_arithmetic(profile, pods, kinds, first, slots, ignore_nominated)
+        np.minimum(slots, 1, out=slots)
+    else:
+        _count_one_by_one(profile, pods, kinds, first, slots, ignore_nominated)
     return Offers(slots, diagnosis, int(rows.size))
 
 

@@ -44,7 +44,7 @@ from koordpy.framework.interfaces import PostFilterResult
 from koordpy.framework.status import Code, Status
 from koordpy.plugins.coscheduling.networktopology import Placement, offer_slots, plan_placement
 from koordpy.plugins.defaultpreemption import preemptible, terminating_by_preemption
-from koordpy.plugins.disruptionbudgets import DisruptionBudgets, split_by_pdb
+from koordpy.plugins.disruptionbudgets import Budget, DisruptionBudgets, split_by_pdb
 
 if TYPE_CHECKING:
     from koordpy.plugins.coscheduling.gang import Gang
@@ -118,11 +118,18 @@ class JobPreemption:
         if trigger.preemption_policy == PREEMPT_NEVER:
             return PostFilterResult(None, Status(Code.UNSCHEDULABLE, (MSG_POLICY_NEVER,)))
         group = frozenset(gang.group)
+        codes = None if diagnosis.pre_filter_status is not None else diagnosis.code_by_row(snap.capacity)
         for member in members:
             nominated = handle.nominator.node_of(member.key) or member.nominated_node_name
             row = snap.row_of.get(nominated) if nominated else None
             if row is None:
                 continue
+            if (
+                member.key == trigger.key
+                and codes is not None
+                and codes[row] == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+            ):
+                continue  # a node the trigger can never use holds nothing for it
             for other in snap.info(row).pods.values():
                 if (
                     other.priority < member.priority
@@ -210,6 +217,31 @@ class JobPreemption:
             return self._place_in_topology(members, by_row, topology, ignore)
         return self._place_one_by_one(members, by_row, ignore)
 
+    def _needed(
+        self, member: Pod, row: int, victims: Sequence[_Victim], budgets: Sequence[Budget]
+    ) -> list[_Victim]:
+        """The victims the member would actually cost on the node: those the fewest-victims step
+        could not give back, judged by resources (the exact step runs once the plan is made). Each
+        carries whether evicting it, with the others, breaks a PodDisruptionBudget."""
+        snap = self.handle.snapshot
+        vec = snap.request_vector(member.requests)
+        width = snap.allocatable.shape[1]
+        need = vec[:width]
+        cols = np.flatnonzero(need > 0)
+        free = snap.allocatable[row, cols] - snap.requested[row, cols] - need[cols]
+        evicted: list[_Victim] = []
+        for v in sorted(victims, key=lambda v: (not v.breaks_pdb, -v.pod.priority, v.job, v.pod.name)):
+            use = snap.request_vector(v.pod.requests)[:width][cols]
+            if np.all(free >= use):
+                free = free - use
+            else:
+                evicted.append(v)
+        if budgets:
+            breaking, _ = split_by_pdb([v.pod for v in evicted], budgets)
+            keys = {p.key for p in breaking}
+            return [_Victim(v.pod, v.row, v.job, v.rank, v.pod.key in keys) for v in evicted]
+        return evicted
+
     @staticmethod
     def _cost(victims: Sequence[_Victim], disrupted: set[str]) -> tuple[int, int, int, int]:
         """(PDB violations, new victim jobs, their priority ranks, victims): lower is better."""
@@ -230,6 +262,7 @@ class JobPreemption:
         plan = _Plan()
         disrupted: set[str] = set()
         placed: list[tuple[Pod, int]] = []
+        budgets = self.budgets.budgets(snap)
         try:
             for member in members:
                 state = CycleState()
@@ -247,11 +280,9 @@ class JobPreemption:
                 if free:
                     best = min(free, key=snap.node_name)
                 else:
-                    best = min(
-                        feasible.tolist(),
-                        key=lambda r: (self._cost(by_row[r], disrupted), snap.node_name(r)),
-                    )
-                    disrupted.update(v.job for v in by_row[best])
+                    needed = {r: self._needed(member, r, by_row[r], budgets) for r in feasible.tolist()}
+                    best = min(needed, key=lambda r: (self._cost(needed[r], disrupted), snap.node_name(r)))
+                    disrupted.update(v.job for v in needed[best])
                 plan.rows[member.key] = best
                 plan.states[member.key] = state
                 snap.add_pod(member, best)
