@@ -78,6 +78,7 @@ def pod(
     annotations: dict[str, str] | None = None,
     node_name: str = "",
     host_port: int | None = None,
+    spread: bool = False,
 ) -> Pod:
     container: dict[str, Any] = {
         "name": "main",
@@ -87,13 +88,29 @@ def pod(
     if host_port is not None:
         container["ports"] = [{"containerPort": host_port, "hostPort": host_port}]
     spec: dict[str, Any] = {"schedulerName": "koord-scheduler", "containers": [container]}
+    labels: dict[str, str] = {}
+    if spread:
+        labels["app"] = "train"
+        spec["topologySpreadConstraints"] = [
+            {
+                "maxSkew": 64,
+                "topologyKey": "network.topology.nvidia.com/block",
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": "train"}},
+            }
+        ]
     if node_name:
         spec["nodeName"] = node_name
     return Pod.from_dict(
         {
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": {"name": name, "namespace": "default", "annotations": annotations or {}},
+            "metadata": {
+                "name": name,
+                "namespace": "default",
+                "annotations": annotations or {},
+                "labels": labels,
+            },
             "spec": spec,
         }
     )
@@ -116,7 +133,7 @@ def cluster(spines: int, blocks: int, per_block: int, seed: int = 7) -> tuple[Sc
     return scheduler, nodes
 
 
-def gang(size: int, spec: str, host_port: int | None) -> list[Pod]:
+def gang(size: int, spec: str, host_port: int | None, spread: bool = False) -> list[Pod]:
     annotations = {
         "gang.scheduling.koordinator.sh/name": "train",
         "gang.scheduling.koordinator.sh/min-available": str(size),
@@ -128,6 +145,7 @@ def gang(size: int, spec: str, host_port: int | None) -> list[Pod]:
             1,
             {**annotations, "gang.scheduling.koordinator.sh/network-topology-index": str(i)},
             host_port=host_port,
+            spread=spread,
         )
         for i in range(size)
     ]
@@ -143,11 +161,13 @@ def median_ms(fn: Callable[[], Any], repeats: int) -> tuple[float, Any]:
     return statistics.median(times) * 1000, result
 
 
-def run_case(name: str, args: argparse.Namespace, spec: str, host_port: int | None = None) -> None:
+def run_case(
+    name: str, args: argparse.Namespace, spec: str, host_port: int | None = None, spread: bool = False
+) -> None:
     scheduler, nodes = cluster(args.spines, args.blocks, args.nodes_per_block)
     profile = scheduler.profiles["koord-scheduler"]
     snap = scheduler.cache.snapshot
-    members = gang(args.gang, spec, host_port)
+    members = gang(args.gang, spec, host_port, spread)
     for member in members:
         scheduler.on_pod_add(member)
     rows = snap.live_rows()
@@ -195,8 +215,10 @@ def main() -> None:
     )
     run_case("PreferGather BlockLayer", args, prefer)
     run_case("MustGather Spine, 8 per node", args, whole_nodes)
-    # a host port makes each pod's fit depend on its siblings: the node-by-node path
-    run_case("hostPort, node by node", args, prefer, host_port=8470)
+    # one host port for the whole gang: at most one pod per node, still counted with arrays
+    run_case("hostPort, one per node", args, prefer, host_port=8470)
+    # a spread constraint makes each pod's fit depend on its siblings: the node-by-node path
+    run_case("spread, node by node", args, prefer, spread=True)
 
 
 if __name__ == "__main__":

@@ -45,3 +45,27 @@ def test_a_rolled_back_gang_counts_one_rejection() -> None:
     text = run_gang(3, "8")  # the third member needs a ninth GPU
     assert 'koordpy_gang_rejections_total{reason="Unschedulable"} 1.0' in text
     assert "koordpy_gang_groups_waiting 0.0" in text
+
+
+def test_job_preemption_is_counted_and_timed() -> None:
+    metrics = SchedulerMetrics()
+    clock = VirtualClock()
+    sched = Scheduler(default_configuration(), registry(), clock, observer=metrics)
+    world = MemoryCluster(sched, clock)
+    world.add_node(make_node("n1", cpu="4"))
+    world.add_pod(pod_dict("low", cpu="4", node_name="n1", priority=1))
+    for i in range(2):
+        world.add_pod(
+            pod_dict(
+                f"g-{i}",
+                cpu="2",
+                priority=100,
+                annotations={f"{G}/name": "g", f"{G}/min-available": "2"},
+            )
+        )
+    world.run(3600)
+    text = metrics.render().decode()
+    # one decision, which evicted the one low-priority pod for the whole gang
+    assert 'scheduler_job_preemption_duration_seconds_count{result="success"} 1.0' in text
+    assert "scheduler_preemption_victims_count 1.0" in text
+    assert "scheduler_preemption_victims_sum 1.0" in text

@@ -210,6 +210,10 @@ def test_bad_topology_request_is_invalid_spec_and_nothing_is_placed(
         assert (p["phase"], p["reason"], p["node"]) == ("Pending", "InvalidSpec", None)
         for fragment in fragments:
             assert fragment in p["message"], p["message"]
+    # the PodGroup says why as well
+    (group,) = report["podGroups"]
+    for fragment in fragments:
+        assert fragment in (group["message"] or ""), group
 
 
 # ---------------------------------------------------------------------------------------------- fallback
@@ -221,3 +225,15 @@ def test_gang_is_placed_without_a_cluster_network_topology(
     report = gang_job(capsys, tmp_path, 6, gather("BlockLayer", "MustGather"), without_topology=True)
     assert "clusterNetworkTopology" not in report or not report["clusterNetworkTopology"]
     assert len(nodes_of(report, "job-")) == 6
+
+
+def test_offers_follow_the_real_filters_not_just_resources(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # one pod per node (anti-affinity): a block holds two, so the smallest domain that holds three
+    # is a spine, with each pod on a node of its own
+    report = simulate(capsys, tmp_path, CLUSTER, "one_per_node_gang.yaml")
+    placed = nodes_of(report, "apart-")
+    assert len(placed) == 3, report["pods"]
+    assert len(set(placed.values())) == 3, placed
+    assert len({SPINE_OF[n] for n in placed.values()}) == 1, placed

@@ -18,7 +18,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
 from pydantic import Field, field_validator
 
 from koordpy.api.duration import parse_duration
@@ -31,6 +30,7 @@ from koordpy.framework.interfaces import BatchResult, ClusterEvent, Plugin, Post
 from koordpy.framework.queued import QueuedPodInfo
 from koordpy.framework.status import SKIP, Code, Status
 from koordpy.plugins.coscheduling.gang import (
+    ANNOTATION_TOPOLOGY_SPEC,
     FROM_X_K8S,
     MATCH_POLICIES,
     NON_STRICT,
@@ -45,7 +45,7 @@ from koordpy.plugins.coscheduling.networktopology import (
     NetworkTopologySpec,
     Placement,
     offer_slots,
-    plan_placement,
+    plan_with_offers,
     unknown_layer_message,
 )
 from koordpy.plugins.coscheduling.preemption import JobPreemption
@@ -183,10 +183,15 @@ class Coscheduling(Plugin):
         if found is None or chain is None:
             return None
         gang, spec = found
-        message = unknown_layer_message(
-            spec, chain, "annotation gang.scheduling.koordinator.sh/network-topology-spec"
-        )
-        return f"gang {gang.id}: {message}" if message else None
+        message = unknown_layer_message(spec, chain, f"annotation {ANNOTATION_TOPOLOGY_SPEC}")
+        if message is None:
+            return None
+        message = f"gang {gang.id}: {message}"
+        # the group carries it too (PodGroup status, the report), as for any other bad input
+        own = self.registry.gang(pod)
+        if own is not None:
+            self.registry.messages[own.group_id] = message
+        return message
 
     def topology_for(self, pod: Pod) -> tuple[TopologyTree, NetworkTopologySpec] | None:
         """The tree and gather rules to place the pod's group by, when it asks and they exist."""
@@ -221,8 +226,7 @@ class Coscheduling(Plugin):
         assert tree is not None
         profile = self.handle.profile
         offers = offer_slots(profile, members, snap.live_rows(), self.same_job(pod))
-        slots = {snap.node_name(r): int(offers.slots[r]) for r in np.flatnonzero(offers.slots).tolist()}
-        plan = plan_placement(tree, spec, members, slots)
+        plan = plan_with_offers(profile, tree, spec, members, offers)
         if isinstance(plan, Placement):
             self._planned.update(plan.nodes)
             return None

@@ -42,7 +42,7 @@ from koordpy.framework.diagnosis import Diagnosis
 from koordpy.framework.effects import Evict, Nominate
 from koordpy.framework.interfaces import PostFilterResult
 from koordpy.framework.status import Code, Status
-from koordpy.plugins.coscheduling.networktopology import Placement, offer_slots, plan_placement
+from koordpy.plugins.coscheduling.networktopology import Placement, offer_slots, plan_with_offers
 from koordpy.plugins.defaultpreemption import preemptible, terminating_by_preemption
 from koordpy.plugins.disruptionbudgets import Budget, DisruptionBudgets, split_by_pdb
 
@@ -303,13 +303,12 @@ class JobPreemption:
         snap = self.handle.snapshot
         profile: Any = self.handle.profile
         offers = offer_slots(profile, members, snap.live_rows(), ignore)
-        slots = {snap.node_name(r): int(offers.slots[r]) for r in np.flatnonzero(offers.slots).tolist()}
         # cheaper nodes score higher: fewer jobs dominate, then ranks, then victims
         scores = {}
         for row, vs in by_row.items():
             pdbs, jobs, ranks, count = self._cost(vs, set())
             scores[snap.node_name(row)] = -float(pdbs * 10**9 + jobs * 10**6 + ranks * 10**3 + count)
-        placement = plan_placement(tree, spec, members, slots, scores)
+        placement = plan_with_offers(profile, tree, spec, members, offers, scores)
         if not isinstance(placement, Placement):
             return None, placement.message
         plan = _Plan()
