@@ -17,14 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import re
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
-import aiohttp
 import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio import config as k8s_config
@@ -32,7 +30,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from koordpy.cluster.kube import KubeWorld
 from tests.e2e.test_gangs import create_podgroup
-from tests.e2e.test_run import NODE_LABEL, SCHEDULER_NAME, events_of, running_world, settle
+from tests.e2e.test_run import NODE_LABEL, SCHEDULER_NAME, PodWatch, events_of, running_world, settle
 from tests.support.controlplane import KWOK_NODE_ANNOTATION, KWOK_NODE_ANNOTATION_VALUE, ControlPlane
 from tests.support.polling import eventually
 
@@ -166,53 +164,14 @@ class Seen:
         return [c for c in found if c.get("type") == condition_type]
 
 
-class EventWatch:
-    """Every watch event of every pod of a namespace, numbered in the order the apiserver sent them."""
-
-    def __init__(self, kube_api: client.ApiClient, namespace: str) -> None:
-        self.core = client.CoreV1Api(kube_api)
-        self.namespace = namespace
-        self.seen: dict[str, list[Seen]] = {}
-        self._seq = 0
-        self._task: asyncio.Task[None] | None = None
-
-    async def __aenter__(self) -> EventWatch:
-        listing = await self.core.list_namespaced_pod(self.namespace)
-        self._task = asyncio.create_task(self._run(listing.metadata.resource_version))
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self._task is not None
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
-
-    async def _run(self, rv: str) -> None:
-        while True:
-            response = cast(
-                aiohttp.ClientResponse,
-                await self.core.list_namespaced_pod(
-                    self.namespace,
-                    watch=True,
-                    resource_version=rv,
-                    timeout_seconds=300,
-                    _preload_content=False,
-                ),
-            )
-            async with response:
-                while line := await response.content.readline():
-                    event = json.loads(line)
-                    if event["type"] not in ("ADDED", "MODIFIED", "DELETED"):
-                        continue
-                    obj = event["object"]
-                    rv = obj["metadata"]["resourceVersion"]
-                    self._seq += 1
-                    self.seen.setdefault(obj["metadata"]["name"], []).append(
-                        Seen(self._seq, event["type"], obj)
-                    )
+class EventWatch(PodWatch):
+    """The namespace's pod watch, its events read as `Seen` records."""
 
     def of(self, pod: str) -> list[Seen]:
-        return self.seen.get(pod, [])
+        return [Seen(seq, kind, obj) for seq, kind, obj in self.events.get(pod, ())]
+
+    def all(self) -> dict[str, list[Seen]]:
+        return {name: self.of(name) for name in self.events}
 
     def first(self, pod: str, what: str, test: Callable[[Seen], object]) -> Seen:
         for s in self.of(pod):
@@ -289,7 +248,7 @@ async def test_gang_preempts_the_cheapest_job_and_is_bound_once_it_is_gone(
 
     # exactly the expected victims were marked, by one preemption of the gang
     marked = {
-        name for name, seen in watch.seen.items() if any(s.conditions("DisruptionTarget") for s in seen)
+        name for name, seen in watch.all().items() if any(s.conditions("DisruptionTarget") for s in seen)
     }
     assert marked == expected_victims
     message = re.compile(

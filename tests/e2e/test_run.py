@@ -19,7 +19,7 @@ import uuid
 from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Self, cast
 
 import aiohttp
 import pytest
@@ -497,9 +497,12 @@ class PodWatch:
         self.core = client.CoreV1Api(kube_api)
         self.namespace = namespace
         self.seen: dict[str, list[dict[str, Any]]] = {}
+        # every ADDED / MODIFIED / DELETED event per pod: (number in arrival order, type, object)
+        self.events: dict[str, list[tuple[int, str, dict[str, Any]]]] = {}
+        self._seq = 0
         self._task: asyncio.Task[None] | None = None
 
-    async def __aenter__(self) -> PodWatch:
+    async def __aenter__(self) -> Self:
         listing = await self.core.list_namespaced_pod(self.namespace)
         self._task = asyncio.create_task(self._run(listing.metadata.resource_version))
         return self
@@ -524,9 +527,15 @@ class PodWatch:
             )
             async with response:
                 while line := await response.content.readline():
-                    obj = json.loads(line)["object"]
+                    event = json.loads(line)
+                    obj = event["object"]
                     rv = obj["metadata"]["resourceVersion"]
-                    self.seen.setdefault(obj["metadata"]["name"], []).append(obj)
+                    if event["type"] not in ("ADDED", "MODIFIED", "DELETED"):
+                        continue
+                    name = obj["metadata"]["name"]
+                    self._seq += 1
+                    self.seen.setdefault(name, []).append(obj)
+                    self.events.setdefault(name, []).append((self._seq, event["type"], obj))
 
     def node_names(self, pod: str) -> list[str]:
         """The nodes the pod was seen bound to, each change once."""

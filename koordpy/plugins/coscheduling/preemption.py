@@ -17,6 +17,8 @@ failed (the trigger), after the pass has given back whatever it held:
    would break (respected where there is a choice, as kube-scheduler does), then the victim jobs
    it would disrupt that are not disrupted already, then the priority ranks of those jobs, then
    its victim count. A victim's job is its gang group, else its controller, else the pod itself.
+   Member by member, a node is costed once by the victims that member alone needs there and once
+   by all it might need; the cheaper of the two outcomes (after step 4) is carried out.
 4. Fewest victims: on each chosen node the victims are put back, PDB-protected ones first, then
    the most important (priority, then job, then name); each one that leaves every member planned
    there still fitting stays.
@@ -73,6 +75,8 @@ class _Plan:
     rows: dict[str, int] = field(default_factory=dict)
     # each member's cycle state as it was planned (kept current while victims are put back)
     states: dict[str, CycleState] = field(default_factory=dict)
+    # False when another way of costing nodes could give a cheaper outcome
+    exact: bool = True
 
 
 def _unschedulable(message: str) -> PostFilterResult:
@@ -146,20 +150,38 @@ class JobPreemption:
         removed: list[_Victim] = []
         planned: list[tuple[Pod, int]] = []
         order_by_row: dict[int, list[tuple[str, Pod]]] = {}
+        by_key = {m.key: m for m in members}
+        best: tuple[tuple[int, int, int, int], _Plan, list[_Victim]] | None = None
+        why = ""
         try:
             for v in victims:
                 if v.row not in order_by_row:
                     order_by_row[v.row] = list(snap.info(v.row).pods.items())
                 snap.remove_pod(v.pod, v.row)
                 removed.append(v)
-            plan, why = self._place(trigger, gang, members, victims)
-            if plan is None:
-                return self._fail(members, f"{MSG_NOT_HELPFUL}: {why}")
-            by_key = {m.key: m for m in members}
-            for key, row in plan.rows.items():
-                snap.add_pod(by_key[key], row)
-                planned.append((by_key[key], row))
-            chosen = self._minimise(plan, by_key, victims, trigger)
+            # member by member, a node's cost can be judged by the victims the member alone needs
+            # there, or by all it could need: each misses cases the other gets, so both are tried
+            # and the cheaper outcome, after the fewest-victims step, is taken
+            for by_need in (True, False):
+                plan, why = self._place(trigger, members, victims, by_need)
+                if plan is None:
+                    break
+                for key, row in plan.rows.items():
+                    snap.add_pod(by_key[key], row)
+                    planned.append((by_key[key], row))
+                chosen = self._minimise(plan, by_key, victims, trigger)
+                # back to every victim off and no member on, for the next try
+                for pod, row in planned:
+                    snap.remove_pod(pod, row)
+                planned.clear()
+                for v in victims:
+                    if v.pod.key in snap.info(v.row).pods:
+                        snap.remove_pod(v.pod, v.row)
+                cost = self._total_cost(chosen)
+                if best is None or cost < best[0]:
+                    best = (cost, plan, chosen)
+                if plan.exact:
+                    break
         finally:
             for pod, row in planned:
                 snap.remove_pod(pod, row)
@@ -170,7 +192,19 @@ class JobPreemption:
                 info = snap.info(row)
                 info.pods.clear()
                 info.pods.update(order)
+        if best is None:
+            return self._fail(members, f"{MSG_NOT_HELPFUL}: {why}")
+        _, plan, chosen = best
         return self._execute(trigger, gang, members, plan, chosen)
+
+    def _total_cost(self, victims: Sequence[_Victim]) -> tuple[int, int, int, int]:
+        """The cost of an eviction as a whole: PDBs broken, jobs, their priority ranks, pods."""
+        budgets = self.budgets.budgets(self.handle.snapshot)
+        breaking = split_by_pdb([v.pod for v in victims], budgets)[0] if budgets else []
+        jobs: dict[str, int] = {}
+        for v in victims:
+            jobs[v.job] = max(jobs.get(v.job, 0), v.rank)
+        return (len(breaking), len(jobs), sum(jobs.values()), len(victims))
 
     # ------------------------------------------------------------------------------ dry run
     def _potential_rows(self, diagnosis: Diagnosis) -> np.ndarray:
@@ -205,7 +239,7 @@ class JobPreemption:
         return victims
 
     def _place(
-        self, trigger: Pod, gang: Gang, members: Sequence[Pod], victims: Sequence[_Victim]
+        self, trigger: Pod, members: Sequence[Pod], victims: Sequence[_Victim], by_need: bool
     ) -> tuple[_Plan | None, str]:
         """Where each member goes once the victims are gone (None and why, when some cannot)."""
         by_row: dict[int, list[_Victim]] = {}
@@ -215,7 +249,7 @@ class JobPreemption:
         topology = self.plugin.topology_for(trigger)
         if topology is not None:
             return self._place_in_topology(members, by_row, topology, ignore)
-        return self._place_one_by_one(members, by_row, ignore)
+        return self._place_one_by_one(members, by_row, ignore, by_need)
 
     def _needed(
         self, member: Pod, row: int, victims: Sequence[_Victim], budgets: Sequence[Budget]
@@ -256,10 +290,11 @@ class JobPreemption:
         members: Sequence[Pod],
         by_row: dict[int, list[_Victim]],
         ignore: Callable[[Pod], bool],
+        by_need: bool,
     ) -> tuple[_Plan | None, str]:
         snap = self.handle.snapshot
         profile: Any = self.handle.profile
-        plan = _Plan()
+        plan = _Plan(exact=False)
         disrupted: set[str] = set()
         placed: list[tuple[Pod, int]] = []
         budgets = self.budgets.budgets(snap)
@@ -280,7 +315,10 @@ class JobPreemption:
                 if free:
                     best = min(free, key=snap.node_name)
                 else:
-                    needed = {r: self._needed(member, r, by_row[r], budgets) for r in feasible.tolist()}
+                    needed = {
+                        r: self._needed(member, r, by_row[r], budgets) if by_need else by_row[r]
+                        for r in feasible.tolist()
+                    }
                     best = min(needed, key=lambda r: (self._cost(needed[r], disrupted), snap.node_name(r)))
                     disrupted.update(v.job for v in needed[best])
                 plan.rows[member.key] = best
