@@ -29,9 +29,10 @@ from kubernetes_asyncio import config as k8s_config
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from koordpy.cluster.kube import KubeWorld
+from tests.e2e.kwok import create_ready_nodes
 from tests.e2e.test_gangs import create_podgroup
 from tests.e2e.test_run import NODE_LABEL, SCHEDULER_NAME, PodWatch, events_of, running_world, settle
-from tests.support.controlplane import KWOK_NODE_ANNOTATION, KWOK_NODE_ANNOTATION_VALUE, ControlPlane
+from tests.support.controlplane import ControlPlane
 from tests.support.polling import eventually
 
 GANG_LABEL = "pod-group.scheduling.sigs.k8s.io"
@@ -59,27 +60,7 @@ async def nodes(control_plane: ControlPlane) -> AsyncIterator[Nodes]:
     async with client.ApiClient(configuration=configuration) as api:
         core = client.CoreV1Api(api)
         resources = {"cpu": NODE_CPU, "memory": "32Gi", "pods": "110"}
-        for name in names:
-            await core.create_node(
-                client.V1Node(
-                    metadata=client.V1ObjectMeta(
-                        name=name,
-                        annotations={KWOK_NODE_ANNOTATION: KWOK_NODE_ANNOTATION_VALUE},
-                        labels={NODE_LABEL: label, "kubernetes.io/hostname": name, "type": "kwok"},
-                    ),
-                    status=client.V1NodeStatus(capacity=resources, allocatable=dict(resources)),
-                )
-            )
-
-        async def all_ready() -> bool:
-            for name in names:
-                node = await core.read_node(name)
-                conditions = (node.status and node.status.conditions) or []
-                if not any(c.type == "Ready" and c.status == "True" for c in conditions):
-                    return False
-            return True
-
-        await eventually(all_ready, timeout=60, what="KWOK nodes to become Ready")
+        await create_ready_nodes(core, {name: {NODE_LABEL: label} for name in names}, resources)
         yield Nodes(label, names)
         for name in names:
             with contextlib.suppress(ApiException):

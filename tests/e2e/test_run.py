@@ -36,9 +36,8 @@ from koordpy.framework.effects import Bind
 from koordpy.metrics import SchedulerMetrics
 from koordpy.plugins import registry
 from koordpy.scheduler import Scheduler
+from tests.e2e.kwok import create_ready_nodes
 from tests.support.controlplane import (
-    KWOK_NODE_ANNOTATION,
-    KWOK_NODE_ANNOTATION_VALUE,
     ControlPlane,
     free_port,
 )
@@ -102,27 +101,7 @@ async def nodes(control_plane: ControlPlane) -> AsyncIterator[str]:
     async with client.ApiClient(configuration=configuration) as api:
         core = client.CoreV1Api(api)
         resources = {"cpu": "8", "memory": "32Gi", "pods": "110"}
-        for name in names:
-            await core.create_node(
-                client.V1Node(
-                    metadata=client.V1ObjectMeta(
-                        name=name,
-                        annotations={KWOK_NODE_ANNOTATION: KWOK_NODE_ANNOTATION_VALUE},
-                        labels={NODE_LABEL: label, "kubernetes.io/hostname": name, "type": "kwok"},
-                    ),
-                    status=client.V1NodeStatus(capacity=resources, allocatable=dict(resources)),
-                )
-            )
-
-        async def all_ready() -> bool:
-            for name in names:
-                node = await core.read_node(name)
-                conditions = (node.status and node.status.conditions) or []
-                if not any(c.type == "Ready" and c.status == "True" for c in conditions):
-                    return False
-            return True
-
-        await eventually(all_ready, timeout=60, what="KWOK nodes to become Ready")
+        await create_ready_nodes(core, {name: {NODE_LABEL: label} for name in names}, resources)
         yield label
         for name in names:
             with contextlib.suppress(ApiException):

@@ -24,11 +24,10 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio import config as k8s_config
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from tests.e2e.kwok import create_ready_nodes
 from tests.e2e.test_gangs import G, create_podgroup, member
 from tests.e2e.test_run import CONFIG_DOC, NODE_LABEL, RunProcess
 from tests.support.controlplane import (
-    KWOK_NODE_ANNOTATION,
-    KWOK_NODE_ANNOTATION_VALUE,
     ControlPlane,
     free_port,
 )
@@ -98,36 +97,13 @@ async def topology(
         try:
             resources = {"cpu": NODE_CPU, "memory": "32Gi", "pods": "110"}
             blocks: dict[str, str] = {}
+            node_labels: dict[str, dict[str, str]] = {}
             for seed, labels in SEED_NODE_LABELS.items():
                 spine, block = labels.values()
                 name = names[seed]
                 blocks[name] = block
-                await core.create_node(
-                    client.V1Node(
-                        metadata=client.V1ObjectMeta(
-                            name=name,
-                            annotations={KWOK_NODE_ANNOTATION: KWOK_NODE_ANNOTATION_VALUE},
-                            labels={
-                                NODE_LABEL: label,
-                                spine_key: spine,
-                                block_key: block,
-                                "kubernetes.io/hostname": name,
-                                "type": "kwok",
-                            },
-                        ),
-                        status=client.V1NodeStatus(capacity=resources, allocatable=dict(resources)),
-                    )
-                )
-
-            async def all_ready() -> bool:
-                for name in names.values():
-                    node = await core.read_node(name)
-                    conditions = (node.status and node.status.conditions) or []
-                    if not any(c.type == "Ready" and c.status == "True" for c in conditions):
-                        return False
-                return True
-
-            await eventually(all_ready, timeout=60, what="KWOK nodes to become Ready")
+                node_labels[name] = {NODE_LABEL: label, spine_key: spine, block_key: block}
+            await create_ready_nodes(core, node_labels, resources)
 
             # the object is a singleton: replace whatever an earlier test left behind
             with contextlib.suppress(ApiException):
