@@ -175,7 +175,6 @@ class Offers:
     slots: np.ndarray
     # why the first pod fits nowhere else, for the failure message
     diagnosis: Diagnosis
-    rows_checked: int = 0
     # pods whose fit depends on their siblings beyond resources: `slots` is then the resource
     # bound, and a plan's nodes are checked with the real filters before it is trusted
     pods: Sequence[Pod] = ()
@@ -241,7 +240,7 @@ def offer_slots(
         kinds.append(t)
     first = kinds[0].feasible
     if first.size == 0:
-        return Offers(slots, diagnosis, int(rows.size))
+        return Offers(slots, diagnosis)
     if not any(_interacts(p) for p in pods):
         _count_by_arithmetic(profile, pods, kinds, first, slots, ignore_nominated)
     elif _one_per_node_by_ports(pods):
@@ -252,8 +251,8 @@ def offer_slots(
         # counting every node pod by pod with the real filters costs about a millisecond a node:
         # take the resource bound, and check only the nodes a plan would use (see plan_with_offers)
         _count_by_arithmetic(profile, pods, kinds, first, slots, ignore_nominated)
-        return Offers(slots, diagnosis, int(rows.size), pods, kinds, ignore_nominated)
-    return Offers(slots, diagnosis, int(rows.size))
+        return Offers(slots, diagnosis, pods, kinds, ignore_nominated)
+    return Offers(slots, diagnosis)
 
 
 def _count_by_arithmetic(

@@ -394,20 +394,10 @@ class JobPreemption:
         ok = True
         try:
             ignore = self.plugin.same_job(trigger)
-            node_name = snap.node_name(row)
+            one = np.array([row], dtype=np.int64)
             for m in members:
-                others = [
-                    o
-                    for o in self.handle.nominator.pods_on(node_name)
-                    if o.priority >= m.priority and not ignore(o)
-                ]
-                state = plan.states[m.key]
-                st = (
-                    profile.filter_one_with_pods(state, m, row, others)
-                    if others
-                    else profile.filter_one(state, m, row)
-                )
-                if st is not None:
+                # the profile's two-way check: with and without the room nominated to others
+                if not profile.run_filter_with_nominated(plan.states[m.key], m, one, None, ignore).size:
                     ok = False
                     break
                 snap.add_pod(m, row)
