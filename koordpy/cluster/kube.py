@@ -6,9 +6,7 @@ decisions the core drains into API calls: bindings (through `pods/binding`), sta
 evictions and `events.k8s.io/v1` Events. Every call that blocks runs in its own task, so the next
 scheduling cycle never waits for the last pod's binding.
 
-All API traffic goes through `KubeApi`, which asks kubernetes-asyncio for the raw response and parses
-the JSON itself: the generated models cost more than the scheduling cycle they would feed, and some of
-them (the Binding's `v1.Status` answer) cannot be deserialized at all.
+All API traffic goes through `koordpy.kubeapi.KubeApi`.
 """
 
 from __future__ import annotations
@@ -16,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import json
 import logging
 import random
 import signal
@@ -24,15 +21,9 @@ import socket
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
-
-import aiohttp
-from kubernetes_asyncio import client as k8s_client
-from kubernetes_asyncio import config as k8s_config
-from kubernetes_asyncio.config.config_exception import ConfigException
 
 from koordpy.api.namespace import Namespace
 from koordpy.api.node import Node
@@ -40,14 +31,31 @@ from koordpy.api.pod import Pod
 from koordpy.config.models import SchedulerConfiguration
 from koordpy.framework.clock import RealClock
 from koordpy.framework.effects import Bind, Effect, Evict, Nominate, PodUnschedulable, RecordEvent
+from koordpy.kubeapi.client import (
+    MERGE_PATCH,
+    STRATEGIC_MERGE_PATCH,
+    TRANSPORT_ERRORS,
+    ApiError,
+    KubeApi,
+    micro_time,
+    pod_path,
+    rfc3339,
+)
+from koordpy.kubeapi.informer import (
+    ADD,
+    DELETE,
+    PODS,
+    UPDATE,
+    WATCHED,
+    EventHandler,
+    Informer,
+    Resource,
+    meta_field,
+)
 from koordpy.metrics import SchedulerMetrics
 from koordpy.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
-
-JSON = "application/json"
-MERGE_PATCH = "application/merge-patch+json"
-STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 
 REPORTING_CONTROLLER = "koordpy"
 # events.k8s.io/v1 validation limits
@@ -67,384 +75,9 @@ MAX_HELD_EFFECTS = 10_000
 STANDBY_POLL = 1.0
 
 
-class ApiError(Exception):
-    """A response outside 2xx, with the apiserver's `Status` reason and message when it sent one."""
-
-    def __init__(self, status: int, reason: str, message: str) -> None:
-        super().__init__(f"{status} {reason}: {message}" if message else f"{status} {reason}")
-        self.status = status
-        self.reason = reason
-        self.message = message
-
-    @staticmethod
-    def from_body(status: int, body: bytes) -> ApiError:
-        reason, message = "", body.decode(errors="replace")[:500]
-        with contextlib.suppress(ValueError, AttributeError):
-            data = json.loads(body)
-            reason = str(data.get("reason") or "")
-            message = str(data.get("message") or "")
-        return ApiError(status, reason, message)
-
-
-# what a request may fail with besides ApiError: the apiserver unreachable, the connection cut,
-# a reply that is not JSON
-TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (aiohttp.ClientError, TimeoutError, OSError, ValueError)
-
-
-class KubeApi:
-    """Raw JSON requests through kubernetes-asyncio's configured client (auth, TLS, proxy)."""
-
-    def __init__(self, api_client: k8s_client.ApiClient) -> None:
-        self.api_client = api_client
-
-    @staticmethod
-    async def connect(kubeconfig: str | None = None, context: str | None = None) -> KubeApi:
-        """From the kubeconfig when one is named, else the in-cluster service account, else the
-        default kubeconfig ($KUBECONFIG or ~/.kube/config)."""
-        configuration = k8s_client.Configuration()
-        if kubeconfig:
-            await k8s_config.load_kube_config(
-                config_file=kubeconfig, context=context, client_configuration=configuration
-            )
-        else:
-            try:
-                k8s_config.load_incluster_config(client_configuration=configuration)
-            except ConfigException:
-                await k8s_config.load_kube_config(context=context, client_configuration=configuration)
-        return KubeApi(k8s_client.ApiClient(configuration=configuration))
-
-    async def close(self) -> None:
-        await self.api_client.close()
-
-    async def _call(
-        self,
-        method: str,
-        path: str,
-        query: list[tuple[str, str]] | None,
-        body: Any,
-        content_type: str,
-        timeout: float | aiohttp.ClientTimeout,
-    ) -> aiohttp.ClientResponse:
-        headers = {"Accept": JSON, "Content-Type": content_type}
-        response: aiohttp.ClientResponse = await self.api_client.call_api(
-            path,
-            method,
-            query_params=query or [],
-            header_params=headers,
-            body=body,
-            auth_settings=["BearerToken"],
-            _preload_content=False,
-            _request_timeout=timeout,
-        )
-        return response
-
-    async def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: list[tuple[str, str]] | None = None,
-        body: Any = None,
-        content_type: str = JSON,
-        timeout: float = 30.0,
-    ) -> dict[str, Any]:
-        response = await self._call(method, path, query, body, content_type, timeout)
-        try:
-            data = await response.read()
-        finally:
-            response.release()
-        if not 200 <= response.status < 300:
-            raise ApiError.from_body(response.status, data)
-        if not data:
-            return {}
-        parsed = json.loads(data)
-        return parsed if isinstance(parsed, dict) else {}
-
-    async def stream(
-        self, path: str, query: list[tuple[str, str]], read_timeout: float
-    ) -> AsyncIterator[dict[str, Any]]:
-        """The JSON lines of a watch. Lines are split by hand: aiohttp's readline refuses lines
-        longer than 128 KiB, and a pod with large annotations makes one."""
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=10.0, sock_read=read_timeout)
-        response = await self._call("GET", path, query, None, JSON, timeout)
-        try:
-            if response.status != 200:
-                raise ApiError.from_body(response.status, await response.read())
-            buffer = bytearray()
-            async for chunk in response.content.iter_any():
-                buffer += chunk
-                start = 0
-                while (end := buffer.find(b"\n", start)) >= 0:
-                    line = bytes(buffer[start:end])
-                    start = end + 1
-                    if line.strip():
-                        yield json.loads(line)
-                del buffer[:start]
-        finally:
-            # a watch given up half-way must not go back to the pool with unread data
-            response.close()
-
-
-def micro_time(t: float | None = None) -> str:
-    """A `metav1.MicroTime` as the apiserver writes it."""
-    moment = datetime.fromtimestamp(time.time() if t is None else t, tz=UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def rfc3339(t: float | None = None) -> str:
-    moment = datetime.fromtimestamp(time.time() if t is None else t, tz=UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def default_identity() -> str:
     """`<hostname>_<uuid>`, as kube-scheduler names its leader-election holder."""
     return f"{socket.gethostname()}_{uuid.uuid4()}"
-
-
-def pod_path(namespace: str, name: str, sub: str = "") -> str:
-    return f"/api/v1/namespaces/{namespace}/pods/{name}" + (f"/{sub}" if sub else "")
-
-
-# ============================================================================== informers
-@dataclass(frozen=True, slots=True)
-class Resource:
-    kind: str
-    api_version: str
-    plural: str
-    namespaced: bool = True
-    field_selector: str = ""
-    # a custom resource whose CRD may not be installed: its absence is waited out, not an error
-    optional: bool = False
-
-    @property
-    def path(self) -> str:
-        base = "/api/v1" if self.api_version == "v1" else f"/apis/{self.api_version}"
-        return f"{base}/{self.plural}"
-
-    @property
-    def label(self) -> str:
-        group = self.api_version.rsplit("/", 1)[0] if "/" in self.api_version else ""
-        return f"{self.plural}.{group}" if group else self.plural
-
-
-# kube-scheduler's own pod informer leaves out finished pods: they hold no resources, and one that
-# finishes reaches the scheduler as a deletion
-POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
-
-NODES = Resource("Node", "v1", "nodes", namespaced=False)
-PODS = Resource("Pod", "v1", "pods", field_selector=POD_FIELD_SELECTOR)
-NAMESPACES = Resource("Namespace", "v1", "namespaces", namespaced=False)
-PDBS = Resource("PodDisruptionBudget", "policy/v1", "poddisruptionbudgets")
-POD_GROUPS_SIGS = Resource("PodGroup", "scheduling.sigs.k8s.io/v1alpha1", "podgroups", optional=True)
-POD_GROUPS_X_K8S = Resource("PodGroup", "scheduling.x-k8s.io/v1alpha1", "podgroups", optional=True)
-NETWORK_TOPOLOGIES = Resource(
-    "ClusterNetworkTopology",
-    "scheduling.koordinator.sh/v1alpha1",
-    "clusternetworktopologies",
-    namespaced=False,
-    optional=True,
-)
-WATCHED = (NAMESPACES, NODES, PDBS, POD_GROUPS_SIGS, POD_GROUPS_X_K8S, NETWORK_TOPOLOGIES, PODS)
-
-ADD, UPDATE, DELETE = "Add", "Update", "Delete"
-
-# (action, object, previous object or None)
-EventHandler = Callable[[str, dict[str, Any], "dict[str, Any] | None"], None]
-
-
-def object_key(obj: Mapping[str, Any]) -> str:
-    meta = obj.get("metadata") or {}
-    ns = meta.get("namespace")
-    return f"{ns}/{meta.get('name')}" if ns else str(meta.get("name"))
-
-
-def _meta(obj: Mapping[str, Any], name: str) -> str:
-    return str((obj.get("metadata") or {}).get(name) or "")
-
-
-class Backoff:
-    """Exponential with jitter, as client-go's reflector backs off after a failed list or watch."""
-
-    def __init__(self, initial: float = 0.5, maximum: float = 10.0) -> None:
-        self.initial = initial
-        self.maximum = maximum
-        self._next = initial
-
-    def reset(self) -> None:
-        self._next = self.initial
-
-    def next(self) -> float:
-        delay = self._next
-        self._next = min(self.maximum, self._next * 2)
-        return delay * random.uniform(0.8, 1.2)
-
-
-class Informer:
-    """List, then watch from the list's resourceVersion; a 410 Gone re-lists and reconciles the
-    store (deletions missed while away are delivered as deletions); a lost connection resumes
-    the watch where it stopped, after a back-off."""
-
-    def __init__(
-        self,
-        api: KubeApi,
-        resource: Resource,
-        handler: EventHandler,
-        metrics: SchedulerMetrics | None = None,
-        *,
-        page_size: int = 500,
-        missing_retry: float = 30.0,
-    ) -> None:
-        self.api = api
-        self.resource = resource
-        self.handler = handler
-        self.metrics = metrics
-        self.page_size = page_size
-        self.missing_retry = missing_retry
-        self.store: dict[str, dict[str, Any]] = {}
-        self.synced = asyncio.Event()
-        self.missing = False
-        self.resource_version: str | None = None
-        self._backoff = Backoff()
-
-    async def run(self) -> None:
-        label = self.resource.label
-        while True:
-            try:
-                if self.resource_version is None:
-                    self.resource_version = await self._list()
-                    if self.missing:
-                        log.info("%s is served now; watching it", label)
-                        self.missing = False
-                    self.synced.set()
-                    self._backoff.reset()
-                expired = await self._watch()
-                if expired:
-                    log.info("watch of %s expired (410 Gone); listing again", label)
-                    self.resource_version = None
-                    self._restart("expired")
-                else:
-                    self._restart("closed")
-            except asyncio.CancelledError:
-                raise
-            except ApiError as err:
-                if err.status == 410:
-                    self.resource_version = None
-                    self._restart("expired")
-                    continue
-                if err.status == 404 and self.resource.optional:
-                    # the CRD is not installed, or was just removed: what it served is gone
-                    self._replace({})
-                    self.resource_version = None
-                    if not self.missing:
-                        log.warning(
-                            "%s is not served (is its CRD installed?); checking again every %.0fs",
-                            label,
-                            self.missing_retry,
-                        )
-                        self.missing = True
-                    # nothing to wait for: the scheduler can run without it
-                    self.synced.set()
-                    await asyncio.sleep(self.missing_retry)
-                    continue
-                self._restart("error")
-                delay = self._backoff.next()
-                log.warning("list/watch of %s failed: %s; retrying in %.1fs", label, err, delay)
-                await asyncio.sleep(delay)
-            except TRANSPORT_ERRORS as err:
-                self._restart("error")
-                delay = self._backoff.next()
-                log.warning(
-                    "list/watch of %s failed: %s; retrying in %.1fs", label, err or type(err).__name__, delay
-                )
-                await asyncio.sleep(delay)
-
-    def _restart(self, reason: str) -> None:
-        if self.metrics is not None:
-            self.metrics.watch_restart(self.resource.label, reason)
-
-    async def _list(self) -> str:
-        items: dict[str, dict[str, Any]] = {}
-        cont = ""
-        while True:
-            query = [("limit", str(self.page_size))]
-            if self.resource.field_selector:
-                query.append(("fieldSelector", self.resource.field_selector))
-            if cont:
-                query.append(("continue", cont))
-            page = await self.api.request("GET", self.resource.path, query=query, timeout=120.0)
-            for item in page.get("items") or ():
-                # list items come without their type; handlers and views expect it
-                item.setdefault("apiVersion", self.resource.api_version)
-                item.setdefault("kind", self.resource.kind)
-                items[object_key(item)] = item
-            meta = page.get("metadata") or {}
-            cont = str(meta.get("continue") or "")
-            if not cont:
-                self._replace(items)
-                return str(meta.get("resourceVersion") or "")
-
-    def _replace(self, items: dict[str, dict[str, Any]]) -> None:
-        """Reconcile the store with a fresh list, as events."""
-        for key in [k for k in self.store if k not in items]:
-            self._deliver("DELETED", self.store[key])
-        for item in items.values():
-            self._deliver("SYNC", item)
-
-    async def _watch(self) -> bool:
-        """Watch until the server ends the watch (False) or the resourceVersion expires (True)."""
-        assert self.resource_version is not None
-        # client-go spreads watch timeouts over 5-10 minutes so watches do not all end together
-        timeout = random.randint(300, 600)
-        query = [
-            ("watch", "true"),
-            ("allowWatchBookmarks", "true"),
-            ("resourceVersion", self.resource_version),
-            ("timeoutSeconds", str(timeout)),
-        ]
-        if self.resource.field_selector:
-            query.append(("fieldSelector", self.resource.field_selector))
-        async for event in self.api.stream(self.resource.path, query, read_timeout=timeout + 30.0):
-            kind = event.get("type")
-            obj = event.get("object") or {}
-            if kind == "ERROR":
-                code = int(obj.get("code") or 0)
-                if code == 410:
-                    return True
-                raise ApiError(code, str(obj.get("reason") or ""), str(obj.get("message") or ""))
-            rv = _meta(obj, "resourceVersion")
-            if kind != "BOOKMARK":
-                self._deliver(str(kind), obj)
-            if rv:
-                self.resource_version = rv
-            self._backoff.reset()
-        return False
-
-    def _deliver(self, kind: str, obj: dict[str, Any]) -> None:
-        key = object_key(obj)
-        old = self.store.get(key)
-        events: list[tuple[str, dict[str, Any], dict[str, Any] | None]] = []
-        if kind == "DELETED":
-            if old is None:
-                return
-            del self.store[key]
-            events.append((DELETE, obj, old))
-        else:
-            if old is not None and _meta(old, "uid") != _meta(obj, "uid"):
-                # deleted and created again under the same name while we were not looking
-                events.append((DELETE, old, old))
-                old = None
-            if old is not None and _meta(old, "resourceVersion") == _meta(obj, "resourceVersion"):
-                return
-            self.store[key] = obj
-            events.append((ADD if old is None else UPDATE, obj, old))
-        for action, o, previous in events:
-            if self.metrics is not None:
-                self.metrics.informer_event(self.resource.label, action)
-            try:
-                self.handler(action, o, previous)
-            except Exception:
-                # one object the scheduler chokes on must not stop the watch of all others
-                log.exception("handling %s %s %s failed", action, self.resource.kind, key)
 
 
 def node_scheduling_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
@@ -711,7 +344,7 @@ class KubeWorld:
 
     def _on_node(self, action: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         if action == DELETE:
-            self.scheduler.on_node_delete(_meta(obj, "name"))
+            self.scheduler.on_node_delete(meta_field(obj, "name"))
         elif action == ADD:
             self.scheduler.on_node_add(Node.from_dict(obj))
         elif old is None or node_scheduling_changed(old, obj):
@@ -834,7 +467,7 @@ class KubeWorld:
     def _current(self, pod: Pod) -> dict[str, Any] | None:
         """The informer's copy of the pod if it is the same pod and still waits for a node."""
         raw = self.pod_store.get(pod.key)
-        if raw is None or _meta(raw, "uid") != pod.uid:
+        if raw is None or meta_field(raw, "uid") != pod.uid:
             return None
         if (raw.get("spec") or {}).get("nodeName"):
             return None
@@ -942,7 +575,7 @@ class KubeWorld:
     async def _evict(self, e: Evict) -> None:
         victim = e.victim
         raw = self.pod_store.get(victim.key)
-        if raw is None or _meta(raw, "uid") != victim.uid or _meta(raw, "deletionTimestamp"):
+        if raw is None or meta_field(raw, "uid") != victim.uid or meta_field(raw, "deletionTimestamp"):
             return
         condition = {
             "type": "DisruptionTarget",

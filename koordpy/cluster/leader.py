@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from koordpy.cluster.kube import TRANSPORT_ERRORS, ApiError, KubeApi, micro_time
+from koordpy.kubeapi.client import TRANSPORT_ERRORS, ApiError, KubeApi, micro_time
 from koordpy.metrics import SchedulerMetrics
 
 log = logging.getLogger(__name__)

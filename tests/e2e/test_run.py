@@ -29,10 +29,12 @@ from kubernetes_asyncio import config as k8s_config
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from koordpy.cluster.http import HealthServer
-from koordpy.cluster.kube import PODS, Informer, KubeApi, KubeWorld, Resource
+from koordpy.cluster.kube import KubeWorld
 from koordpy.config.models import SchedulerConfiguration, parse_configuration
 from koordpy.framework.clock import RealClock
 from koordpy.framework.effects import Bind
+from koordpy.kubeapi import Informer, KubeApi, Resource
+from koordpy.kubeapi.informer import PODS
 from koordpy.metrics import SchedulerMetrics
 from koordpy.plugins import registry
 from koordpy.scheduler import Scheduler

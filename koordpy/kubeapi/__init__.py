@@ -1,0 +1,7 @@
+"""The apiserver client shared by the scheduler's cluster world and the standalone operators: raw
+JSON requests and informers. Not part of the scheduling core (which never talks to an apiserver)."""
+
+from koordpy.kubeapi.client import TRANSPORT_ERRORS, ApiError, KubeApi
+from koordpy.kubeapi.informer import Informer, Resource
+
+__all__ = ["TRANSPORT_ERRORS", "ApiError", "Informer", "KubeApi", "Resource"]

@@ -1,0 +1,243 @@
+"""Raw JSON requests to a kube-apiserver on one aiohttp session.
+
+kubernetes-asyncio loads the credentials (kubeconfig, in-cluster service account, exec plugins);
+the requests themselves skip its generated client: its models cost more than the scheduling cycle
+they would feed, its session looks up proxies in the environment on every request (a thread-pool
+hop each time), and some answers (the Binding's `v1.Status`) cannot be deserialized by it at all.
+Here the proxy is settled once when connecting, JSON goes through orjson, and one connection pool
+is shared by every request, with its size set for many small concurrent writes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ssl
+import time
+import urllib.request
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+import orjson
+from kubernetes_asyncio import client as k8s_client
+from kubernetes_asyncio import config as k8s_config
+from kubernetes_asyncio.config.config_exception import ConfigException
+
+JSON = "application/json"
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+
+# a token from an exec plugin or a projected service-account file is read again this often
+TOKEN_REFRESH_SECONDS = 60.0
+# connections kept to the apiserver; HTTP/1.1 carries one request at a time per connection
+CONNECTION_LIMIT = 256
+# aiohttp's default read buffer makes a watch of large objects crawl in 64 KiB steps
+READ_BUFFER = 2**21
+
+
+class ApiError(Exception):
+    """A response outside 2xx, with the apiserver's `Status` reason and message when it sent one."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(f"{status} {reason}: {message}" if message else f"{status} {reason}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+    @staticmethod
+    def from_body(status: int, body: bytes) -> ApiError:
+        reason, message = "", body.decode(errors="replace")[:500]
+        with contextlib.suppress(ValueError, AttributeError):
+            data = orjson.loads(body)
+            reason = str(data.get("reason") or "")
+            message = str(data.get("message") or "")
+        return ApiError(status, reason, message)
+
+
+# what a request may fail with besides ApiError: the apiserver unreachable, the connection cut,
+# a reply that is not JSON
+TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (aiohttp.ClientError, TimeoutError, OSError, ValueError)
+
+
+def decode(data: bytes) -> Any:
+    return orjson.loads(data)
+
+
+def encode(body: Any) -> bytes:
+    return orjson.dumps(body)
+
+
+def micro_time(t: float | None = None) -> str:
+    """A `metav1.MicroTime` as the apiserver writes it."""
+    moment = datetime.fromtimestamp(time.time() if t is None else t, tz=UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def rfc3339(t: float | None = None) -> str:
+    moment = datetime.fromtimestamp(time.time() if t is None else t, tz=UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def pod_path(namespace: str, name: str, sub: str = "") -> str:
+    return f"/api/v1/namespaces/{namespace}/pods/{name}" + (f"/{sub}" if sub else "")
+
+
+def _ssl_context(configuration: k8s_client.Configuration) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
+    if configuration.cert_file:
+        context.load_cert_chain(configuration.cert_file, keyfile=configuration.key_file)
+    if not configuration.verify_ssl:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+def settled_proxy(configuration: k8s_client.Configuration) -> str | None:
+    """The proxy for the apiserver: the kubeconfig's `proxy-url`, else the environment's
+    HTTPS_PROXY / HTTP_PROXY unless NO_PROXY exempts the host (as client-go reads them), looked up
+    once instead of on every request."""
+    if configuration.proxy:
+        return str(configuration.proxy)
+    url = urlsplit(str(configuration.host))
+    proxies = urllib.request.getproxies()
+    proxy = proxies.get(url.scheme or "https")
+    if not proxy or not url.hostname:
+        return None
+    if urllib.request.proxy_bypass(url.hostname):
+        return None
+    return proxy
+
+
+class KubeApi:
+    """JSON requests to one apiserver with the credentials of a kubernetes-asyncio Configuration."""
+
+    def __init__(
+        self, configuration: k8s_client.Configuration, *, connections: int = CONNECTION_LIMIT
+    ) -> None:
+        self.configuration = configuration
+        self.base = str(configuration.host).rstrip("/")
+        self.proxy = settled_proxy(configuration)
+        self._ssl = _ssl_context(configuration) if self.base.startswith("https") else None
+        self._server_hostname = getattr(configuration, "tls_server_name", None) or None
+        self._session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=connections, ssl=self._ssl or False),
+            trust_env=False,
+            read_bufsize=READ_BUFFER,
+            json_serialize=lambda obj: orjson.dumps(obj).decode(),
+        )
+        self._authorization: str | None = None
+        self._authorization_at = -TOKEN_REFRESH_SECONDS
+
+    @staticmethod
+    async def load_configuration(
+        kubeconfig: str | None = None, context: str | None = None
+    ) -> k8s_client.Configuration:
+        """From the kubeconfig when one is named, else the in-cluster service account, else the
+        default kubeconfig ($KUBECONFIG or ~/.kube/config)."""
+        configuration = k8s_client.Configuration()
+        if kubeconfig:
+            await k8s_config.load_kube_config(
+                config_file=kubeconfig,
+                context=context,
+                client_configuration=configuration,
+                persist_config=False,
+            )
+        else:
+            try:
+                k8s_config.load_incluster_config(client_configuration=configuration)
+            except ConfigException:
+                await k8s_config.load_kube_config(
+                    context=context, client_configuration=configuration, persist_config=False
+                )
+        return configuration
+
+    @staticmethod
+    async def connect(kubeconfig: str | None = None, context: str | None = None) -> KubeApi:
+        return KubeApi(await KubeApi.load_configuration(kubeconfig, context))
+
+    async def close(self) -> None:
+        await self._session.close()
+
+    async def _headers(self, content_type: str) -> dict[str, str]:
+        headers = {"Accept": JSON, "Content-Type": content_type}
+        now = time.monotonic()
+        if now - self._authorization_at >= TOKEN_REFRESH_SECONDS:
+            token = await self.configuration.get_api_key_with_prefix("BearerToken")
+            if token:
+                self._authorization = str(token)
+            elif self.configuration.username:
+                self._authorization = self.configuration.get_basic_auth_token()
+            self._authorization_at = now
+        if self._authorization:
+            headers["Authorization"] = self._authorization
+        return headers
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        query: list[tuple[str, str]] | None,
+        body: Any,
+        content_type: str,
+        timeout: aiohttp.ClientTimeout,
+    ) -> aiohttp.ClientResponse:
+        return await self._session.request(
+            method,
+            self.base + path,
+            params=query or None,
+            data=None if body is None else encode(body),
+            headers=await self._headers(content_type),
+            timeout=timeout,
+            proxy=self.proxy,
+            server_hostname=self._server_hostname,
+        )
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: list[tuple[str, str]] | None = None,
+        body: Any = None,
+        content_type: str = JSON,
+        timeout: float = 30.0,
+    ) -> dict[str, Any]:
+        response = await self._send(
+            method, path, query, body, content_type, aiohttp.ClientTimeout(total=timeout)
+        )
+        try:
+            data = await response.read()
+        finally:
+            response.release()
+        if not 200 <= response.status < 300:
+            raise ApiError.from_body(response.status, data)
+        if not data:
+            return {}
+        parsed = decode(data)
+        return parsed if isinstance(parsed, dict) else {}
+
+    async def stream(
+        self, path: str, query: list[tuple[str, str]], read_timeout: float
+    ) -> AsyncIterator[dict[str, Any]]:
+        """The JSON lines of a watch. Lines are split by hand: aiohttp's readline refuses lines
+        longer than 128 KiB, and a pod with large annotations makes one."""
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=10.0, sock_read=read_timeout)
+        response = await self._send("GET", path, query, None, JSON, timeout)
+        try:
+            if response.status != 200:
+                raise ApiError.from_body(response.status, await response.read())
+            buffer = bytearray()
+            async for chunk in response.content.iter_any():
+                buffer += chunk
+                start = 0
+                while (end := buffer.find(b"\n", start)) >= 0:
+                    line = bytes(buffer[start:end])
+                    start = end + 1
+                    if line.strip():
+                        yield decode(line)
+                del buffer[:start]
+        finally:
+            # a watch given up half-way must not go back to the pool with unread data
+            response.close()

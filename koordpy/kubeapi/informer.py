@@ -1,0 +1,284 @@
+"""Informers: list, then watch, a resource of the apiserver, keeping a store of its objects.
+
+As client-go's reflector: a 410 Gone re-lists and reconciles the store (deletions missed while away
+are delivered as deletions); a lost connection resumes the watch where it stopped, after a back-off.
+An informer built with `hold=True` keeps what it lists and watches to itself until `release()`, so
+that a program can wait until every informer has listed before it hears of any object: decisions
+are then made on a complete view, never on the half of the cluster that happened to arrive first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from koordpy.kubeapi.client import TRANSPORT_ERRORS, ApiError, KubeApi
+
+log = logging.getLogger(__name__)
+
+
+class InformerObserver(Protocol):
+    """Where an informer reports its traffic (Prometheus in production)."""
+
+    def informer_event(self, resource: str, event_type: str) -> None: ...
+    def watch_restart(self, resource: str, reason: str) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    kind: str
+    api_version: str
+    plural: str
+    namespaced: bool = True
+    field_selector: str = ""
+    # a custom resource whose CRD may not be installed: its absence is waited out, not an error
+    optional: bool = False
+
+    @property
+    def path(self) -> str:
+        base = "/api/v1" if self.api_version == "v1" else f"/apis/{self.api_version}"
+        return f"{base}/{self.plural}"
+
+    @property
+    def label(self) -> str:
+        group = self.api_version.rsplit("/", 1)[0] if "/" in self.api_version else ""
+        return f"{self.plural}.{group}" if group else self.plural
+
+
+# kube-scheduler's own pod informer leaves out finished pods: they hold no resources, and one that
+# finishes reaches the scheduler as a deletion
+POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
+
+NODES = Resource("Node", "v1", "nodes", namespaced=False)
+PODS = Resource("Pod", "v1", "pods", field_selector=POD_FIELD_SELECTOR)
+NAMESPACES = Resource("Namespace", "v1", "namespaces", namespaced=False)
+PDBS = Resource("PodDisruptionBudget", "policy/v1", "poddisruptionbudgets")
+POD_GROUPS_SIGS = Resource("PodGroup", "scheduling.sigs.k8s.io/v1alpha1", "podgroups", optional=True)
+POD_GROUPS_X_K8S = Resource("PodGroup", "scheduling.x-k8s.io/v1alpha1", "podgroups", optional=True)
+NETWORK_TOPOLOGIES = Resource(
+    "ClusterNetworkTopology",
+    "scheduling.koordinator.sh/v1alpha1",
+    "clusternetworktopologies",
+    namespaced=False,
+    optional=True,
+)
+WATCHED = (NAMESPACES, NODES, PDBS, POD_GROUPS_SIGS, POD_GROUPS_X_K8S, NETWORK_TOPOLOGIES, PODS)
+
+ADD, UPDATE, DELETE = "Add", "Update", "Delete"
+
+# (action, object, previous object or None)
+EventHandler = Callable[[str, dict[str, Any], "dict[str, Any] | None"], None]
+
+
+def object_key(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    ns = meta.get("namespace")
+    return f"{ns}/{meta.get('name')}" if ns else str(meta.get("name"))
+
+
+def meta_field(obj: Mapping[str, Any], name: str) -> str:
+    return str((obj.get("metadata") or {}).get(name) or "")
+
+
+class Backoff:
+    """Exponential with jitter, as client-go's reflector backs off after a failed list or watch."""
+
+    def __init__(self, initial: float = 0.5, maximum: float = 10.0) -> None:
+        self.initial = initial
+        self.maximum = maximum
+        self._next = initial
+
+    def reset(self) -> None:
+        self._next = self.initial
+
+    def next(self) -> float:
+        delay = self._next
+        self._next = min(self.maximum, self._next * 2)
+        return delay * random.uniform(0.8, 1.2)
+
+
+class Informer:
+    """List, then watch from the list's resourceVersion; a 410 Gone re-lists and reconciles the
+    store (deletions missed while away are delivered as deletions); a lost connection resumes
+    the watch where it stopped, after a back-off."""
+
+    def __init__(
+        self,
+        api: KubeApi,
+        resource: Resource,
+        handler: EventHandler,
+        metrics: InformerObserver | None = None,
+        *,
+        page_size: int = 500,
+        missing_retry: float = 30.0,
+        hold: bool = False,
+    ) -> None:
+        self.api = api
+        self.resource = resource
+        self.handler = handler
+        self.metrics = metrics
+        self.page_size = page_size
+        self.missing_retry = missing_retry
+        self.store: dict[str, dict[str, Any]] = {}
+        self.synced = asyncio.Event()
+        self.missing = False
+        self.resource_version: str | None = None
+        self._backoff = Backoff()
+        # events kept back until release(), in the order they happened
+        self._held: list[tuple[str, dict[str, Any], dict[str, Any] | None]] | None = [] if hold else None
+
+    def release(self) -> None:
+        """Deliver what was held back, then everything as it comes."""
+        held, self._held = self._held, None
+        for action, obj, old in held or ():
+            self._handle(action, obj, old)
+
+    async def run(self) -> None:
+        label = self.resource.label
+        while True:
+            try:
+                if self.resource_version is None:
+                    self.resource_version = await self._list()
+                    if self.missing:
+                        log.info("%s is served now; watching it", label)
+                        self.missing = False
+                    self.synced.set()
+                    self._backoff.reset()
+                expired = await self._watch()
+                if expired:
+                    log.info("watch of %s expired (410 Gone); listing again", label)
+                    self.resource_version = None
+                    self._restart("expired")
+                else:
+                    self._restart("closed")
+            except asyncio.CancelledError:
+                raise
+            except ApiError as err:
+                if err.status == 410:
+                    self.resource_version = None
+                    self._restart("expired")
+                    continue
+                if err.status == 404 and self.resource.optional:
+                    # the CRD is not installed, or was just removed: what it served is gone
+                    self._replace({})
+                    self.resource_version = None
+                    if not self.missing:
+                        log.warning(
+                            "%s is not served (is its CRD installed?); checking again every %.0fs",
+                            label,
+                            self.missing_retry,
+                        )
+                        self.missing = True
+                    # nothing to wait for: the scheduler can run without it
+                    self.synced.set()
+                    await asyncio.sleep(self.missing_retry)
+                    continue
+                self._restart("error")
+                delay = self._backoff.next()
+                log.warning("list/watch of %s failed: %s; retrying in %.1fs", label, err, delay)
+                await asyncio.sleep(delay)
+            except TRANSPORT_ERRORS as err:
+                self._restart("error")
+                delay = self._backoff.next()
+                log.warning(
+                    "list/watch of %s failed: %s; retrying in %.1fs", label, err or type(err).__name__, delay
+                )
+                await asyncio.sleep(delay)
+
+    def _restart(self, reason: str) -> None:
+        if self.metrics is not None:
+            self.metrics.watch_restart(self.resource.label, reason)
+
+    async def _list(self) -> str:
+        items: dict[str, dict[str, Any]] = {}
+        cont = ""
+        while True:
+            query = [("limit", str(self.page_size))]
+            if self.resource.field_selector:
+                query.append(("fieldSelector", self.resource.field_selector))
+            if cont:
+                query.append(("continue", cont))
+            page = await self.api.request("GET", self.resource.path, query=query, timeout=120.0)
+            for item in page.get("items") or ():
+                # list items come without their type; handlers and views expect it
+                item.setdefault("apiVersion", self.resource.api_version)
+                item.setdefault("kind", self.resource.kind)
+                items[object_key(item)] = item
+            meta = page.get("metadata") or {}
+            cont = str(meta.get("continue") or "")
+            if not cont:
+                self._replace(items)
+                return str(meta.get("resourceVersion") or "")
+
+    def _replace(self, items: dict[str, dict[str, Any]]) -> None:
+        """Reconcile the store with a fresh list, as events."""
+        for key in [k for k in self.store if k not in items]:
+            self._deliver("DELETED", self.store[key])
+        for item in items.values():
+            self._deliver("SYNC", item)
+
+    async def _watch(self) -> bool:
+        """Watch until the server ends the watch (False) or the resourceVersion expires (True)."""
+        assert self.resource_version is not None
+        # client-go spreads watch timeouts over 5-10 minutes so watches do not all end together
+        timeout = random.randint(300, 600)
+        query = [
+            ("watch", "true"),
+            ("allowWatchBookmarks", "true"),
+            ("resourceVersion", self.resource_version),
+            ("timeoutSeconds", str(timeout)),
+        ]
+        if self.resource.field_selector:
+            query.append(("fieldSelector", self.resource.field_selector))
+        async for event in self.api.stream(self.resource.path, query, read_timeout=timeout + 30.0):
+            kind = event.get("type")
+            obj = event.get("object") or {}
+            if kind == "ERROR":
+                code = int(obj.get("code") or 0)
+                if code == 410:
+                    return True
+                raise ApiError(code, str(obj.get("reason") or ""), str(obj.get("message") or ""))
+            rv = meta_field(obj, "resourceVersion")
+            if kind != "BOOKMARK":
+                self._deliver(str(kind), obj)
+            if rv:
+                self.resource_version = rv
+            self._backoff.reset()
+        return False
+
+    def _deliver(self, kind: str, obj: dict[str, Any]) -> None:
+        key = object_key(obj)
+        old = self.store.get(key)
+        events: list[tuple[str, dict[str, Any], dict[str, Any] | None]] = []
+        if kind == "DELETED":
+            if old is None:
+                return
+            del self.store[key]
+            events.append((DELETE, obj, old))
+        else:
+            if old is not None and meta_field(old, "uid") != meta_field(obj, "uid"):
+                # deleted and created again under the same name while we were not looking
+                events.append((DELETE, old, old))
+                old = None
+            if old is not None and meta_field(old, "resourceVersion") == meta_field(obj, "resourceVersion"):
+                return
+            self.store[key] = obj
+            events.append((ADD if old is None else UPDATE, obj, old))
+        for action, o, previous in events:
+            if self.metrics is not None:
+                self.metrics.informer_event(self.resource.label, action)
+            if self._held is not None:
+                self._held.append((action, o, previous))
+            else:
+                self._handle(action, o, previous)
+
+    def _handle(self, action: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        try:
+            self.handler(action, obj, old)
+        except Exception:
+            # one object the handler chokes on must not stop the watch of all others
+            log.exception("handling %s %s %s failed", action, self.resource.kind, object_key(obj))
