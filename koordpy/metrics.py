@@ -29,6 +29,25 @@ def exponential_buckets(start: float, factor: float, count: int) -> tuple[float,
     return tuple(start * factor**i for i in range(count))
 
 
+class _WriteBacklog(Collector):
+    def __init__(self, source: Callable[[], Mapping[str, int]]) -> None:
+        self._source = source
+
+    def collect(self) -> Iterable[Metric]:
+        family = GaugeMetricFamily(
+            "koordpy_api_writes_queued",
+            "API writes decided and not sent yet, by lane: 'status' (pod conditions and nominations, "
+            "at most one per pod) and 'events'.",
+            labels=["lane"],
+        )
+        for lane, n in self._source().items():
+            family.add_metric([lane], float(n))
+        yield family
+
+    def describe(self) -> Iterable[Metric]:
+        return []
+
+
 class _PendingPods(Collector):
     """Reads the queue sizes when scraped rather than on every queue change: the scheduler's hot
     path stays free of gauge updates."""
@@ -172,6 +191,12 @@ class SchedulerMetrics:
             ["operation", "result"],
             registry=r,
         )
+        self.events_dropped = Counter(
+            "koordpy_events_dropped_total",
+            "Events not recorded because too many were waiting to be sent (client-go's recorder drops "
+            "them the same way).",
+            registry=r,
+        )
         self.watch_restarts = Counter(
             "koordpy_watch_restarts_total",
             "Watches that ended and were started again, by resource and reason "
@@ -215,6 +240,11 @@ class SchedulerMetrics:
             self.preemption_victims.observe(victims)
 
     # ------------------------------------------------------------------ the cluster world
+    def track_write_backlog(self, source: Callable[[], Mapping[str, int]]) -> None:
+        """`koordpy_api_writes_queued{lane}`: writes decided and not sent yet (bindings are not
+        queued: each is sent as soon as it is decided)."""
+        self.registry.register(_WriteBacklog(source))
+
     def track_pending(self, source: Callable[[], Mapping[str, int]]) -> None:
         self.registry.register(_PendingPods(source))
 

@@ -153,6 +153,7 @@ class Scheduler:
                 settings,
                 clock.now,
                 on_gate=self._gate_observer(profile.name),
+                targeted_gates=frozenset(p.NAME for p in profile.gate_wakers),
             )
         self._profile_order = list(self.profiles)
         # every pod the scheduler knows of, by key (set before queues can call back)
@@ -195,6 +196,17 @@ class Scheduler:
     def _broadcast(self, event: ClusterEvent) -> None:
         for q in self.queues.values():
             q.on_event(event)
+        self._recheck_gates()
+
+    def _recheck_gates(self) -> None:
+        """Let the gating plugins name the gated pods whose verdict may have changed."""
+        keys: set[str] = set()
+        for profile in self.profiles.values():
+            for plugin in profile.gate_wakers:
+                keys.update(plugin.gated_pods_to_recheck())
+        if keys:
+            for q in self.queues.values():
+                q.recheck(keys)
 
     def on_object(self, kind: str, action: str, obj: Mapping[str, Any]) -> None:
         """Any other watched kind: handed to the features that registered for it, then the queues
@@ -242,10 +254,9 @@ class Scheduler:
         if pod.spec_error is not None:
             self._invalid(pod, str(pod.spec_error))
             return
-        queue = self.queues[pod.scheduler_name]
+        self.queues[pod.scheduler_name].add(pod)
         # a new pending pod can open the gate of pods waiting for it (a gang reaching its minimum)
-        queue.recheck_gated()
-        queue.add(pod)
+        self._recheck_gates()
 
     def on_pod_update(self, pod: Pod) -> None:
         old = self.pods.get(pod.key)
@@ -269,6 +280,8 @@ class Scheduler:
         if old.spec_error is not None:
             self.outcomes.pop(pod.key, None)
         self.queues[pod.scheduler_name].update(pod)
+        # a pod that changed its gang changes two gangs' readiness
+        self._recheck_gates()
 
     def on_pod_delete(self, pod: Pod) -> None:
         key = pod.key
@@ -331,7 +344,8 @@ class Scheduler:
         """Time moved: end backoffs, flush the pool, time out permit waits."""
         for q in self.queues.values():
             q.flush()
-            q.recheck_gated()
+            q.recheck_untargeted()
+        self._recheck_gates()
         self._resolve_waiting()
 
     def schedule_one(self) -> bool:
@@ -736,6 +750,23 @@ class Scheduler:
             for where, n in q.counts().items():
                 totals[where] = totals.get(where, 0) + n
         return totals
+
+    # ============================================================================ what the world writes
+    def pending(self, key: str) -> bool:
+        """Whether the pod still waits for a node: known, not bound, not assumed (being bound or
+        waiting at Permit)."""
+        pod = self.pods.get(key)
+        return (
+            pod is not None
+            and not pod.node_name
+            and not self.cache.is_assumed(key)
+            and key not in self.bindings
+        )
+
+    def condition_of(self, key: str) -> tuple[str, str] | None:
+        """(reason, message) of the pod's PodScheduled=False condition as the scheduler sees it now."""
+        outcome = self.outcomes.get(key)
+        return (outcome.reason, outcome.message) if outcome is not None else None
 
     def nominate(self, pod: Pod, node_name: str) -> None:
         self.nominator.add(pod, node_name) if node_name else self.nominator.remove(pod)

@@ -20,7 +20,6 @@ import signal
 import socket
 import time
 import uuid
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,23 +27,22 @@ from typing import Any
 from koordpy.api.namespace import Namespace
 from koordpy.api.node import Node
 from koordpy.api.pod import Pod
+from koordpy.cluster.events import EventRecorder, pod_reference
+from koordpy.cluster.writes import PodStatusWriter
 from koordpy.config.models import SchedulerConfiguration
 from koordpy.framework.clock import RealClock
 from koordpy.framework.effects import Bind, Effect, Evict, Nominate, PodUnschedulable, RecordEvent
 from koordpy.kubeapi.client import (
-    MERGE_PATCH,
     STRATEGIC_MERGE_PATCH,
     TRANSPORT_ERRORS,
     ApiError,
     KubeApi,
-    micro_time,
     pod_path,
     rfc3339,
 )
 from koordpy.kubeapi.informer import (
     ADD,
     DELETE,
-    PODS,
     UPDATE,
     WATCHED,
     EventHandler,
@@ -56,14 +54,6 @@ from koordpy.metrics import SchedulerMetrics
 from koordpy.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
-
-REPORTING_CONTROLLER = "koordpy"
-# events.k8s.io/v1 validation limits
-EVENT_NOTE_LIMIT = 1024
-REPORTING_INSTANCE_LIMIT = 128
-# client-go's events recorder treats repeats within this window as one series
-EVENT_SERIES_WINDOW = 6 * 60.0
-EVENT_CACHE_SIZE = 4096
 
 # kube-scheduler samples plugin durations in 10% of the cycles: timing every plugin call costs
 # a visible share of a cycle
@@ -100,134 +90,27 @@ def _condition_states(status: Mapping[str, Any]) -> dict[str, str]:
     return {str(c.get("type")): str(c.get("status")) for c in conditions if isinstance(c, dict)}
 
 
-# ============================================================================== events
-@dataclass(slots=True)
-class _Series:
-    namespace: str
-    name: str
-    count: int
-    last: float
-
-
-class EventRecorder:
-    """`events.k8s.io/v1` Events. Repeats of one event (same object, reason, action and related
-    object) within six minutes update the first one's `series`, as client-go's recorder does,
-    rather than piling up new objects."""
-
-    def __init__(self, api: KubeApi, instance: str, metrics: SchedulerMetrics | None = None) -> None:
-        self.api = api
-        self.instance = instance[:REPORTING_INSTANCE_LIMIT]
-        self.metrics = metrics
-        self._series: OrderedDict[tuple[str, ...], _Series] = OrderedDict()
-
-    async def record(
-        self,
-        regarding: Mapping[str, Any],
-        event_type: str,
-        reason: str,
-        action: str,
-        note: str,
-        related: Mapping[str, Any] | None = None,
-    ) -> None:
-        namespace = str(regarding.get("namespace") or "default")
-        key = (
-            str(regarding.get("uid") or ""),
-            namespace,
-            str(regarding.get("name") or ""),
-            reason,
-            action,
-            str((related or {}).get("uid") or ""),
-        )
-        now = time.time()
-        series = self._series.get(key)
-        ok = True
-        try:
-            if series is not None and now - series.last < EVENT_SERIES_WINDOW:
-                series.count += 1
-                series.last = now
-                self._series.move_to_end(key)
-                patch = {"series": {"count": series.count, "lastObservedTime": micro_time(now)}}
-                await self.api.request(
-                    "PATCH",
-                    f"/apis/events.k8s.io/v1/namespaces/{series.namespace}/events/{series.name}",
-                    body=patch,
-                    content_type=MERGE_PATCH,
-                    timeout=15.0,
-                )
-                return
-            name = f"{regarding.get('name')}.{time.time_ns():x}"
-            event: dict[str, Any] = {
-                "apiVersion": "events.k8s.io/v1",
-                "kind": "Event",
-                "metadata": {"name": name, "namespace": namespace},
-                "eventTime": micro_time(now),
-                "reportingController": REPORTING_CONTROLLER,
-                "reportingInstance": self.instance,
-                "action": action,
-                "reason": reason,
-                "type": event_type,
-                "note": _truncate(note, EVENT_NOTE_LIMIT),
-                "regarding": dict(regarding),
-            }
-            if related:
-                event["related"] = dict(related)
-            await self.api.request(
-                "POST", f"/apis/events.k8s.io/v1/namespaces/{namespace}/events", body=event, timeout=15.0
-            )
-            log.debug("event %s %s for %s/%s", event_type, reason, namespace, regarding.get("name"))
-            self._series[key] = _Series(namespace, name, 1, now)
-            if len(self._series) > EVENT_CACHE_SIZE:
-                self._series.popitem(last=False)
-        except ApiError as err:
-            ok = False
-            if series is not None and err.status == 404:
-                # the first event was garbage-collected; the next repeat starts a new one
-                self._series.pop(key, None)
-            log.warning(
-                "recording event %s for %s/%s failed: %s", reason, namespace, regarding.get("name"), err
-            )
-        except TRANSPORT_ERRORS as err:
-            ok = False
-            log.warning(
-                "recording event %s for %s/%s failed: %s", reason, namespace, regarding.get("name"), err
-            )
-        finally:
-            if self.metrics is not None:
-                self.metrics.api_write("event", ok)
-
-
-def _truncate(text: str, limit: int) -> str:
-    data = text.encode()
-    if len(data) <= limit:
-        return text
-    return data[: limit - 3].decode(errors="ignore") + "..."
-
-
-def pod_reference(pod: Pod | Mapping[str, Any]) -> dict[str, Any]:
-    if isinstance(pod, Pod):
-        return {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "namespace": pod.namespace,
-            "name": pod.name,
-            "uid": pod.uid,
-        }
-    meta = pod.get("metadata") or {}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "namespace": meta.get("namespace"),
-        "name": meta.get("name"),
-        "uid": meta.get("uid"),
-    }
-
-
 # ============================================================================== the world
 EVENT_ACTIONS = {"Scheduled": "Binding", "FailedScheduling": "Scheduling", "Preempted": "Preempting"}
+# a verdict that only says a gang is not complete yet settles before it is written
+SETTLING_REASONS = frozenset({"GangNotReady"})
+
+# (action, object, previous object or None): another listener of the pods or nodes the world watches
+Watcher = Callable[[str, dict[str, Any], "dict[str, Any] | None"], None]
+
+
+def is_finished(obj: Mapping[str, Any]) -> bool:
+    return str((obj.get("status") or {}).get("phase") or "") in ("Succeeded", "Failed")
 
 
 class KubeWorld:
     """Informers in, decisions out, and the scheduling loop between them.
+
+    Nothing is decided before every informer has listed: the informers hold their events until
+    then and are released together, kinds before the pods that refer to them, so a gang is judged
+    with all its members and its PodGroup known. Decisions go out on three lanes: bindings at once,
+    each on its own; pod status writes coalesced per pod (`PodStatusWriter`); events aggregated and
+    bounded (`EventRecorder`).
 
     `leading()` says whether this instance may act; a standby keeps its informers (and so the
     scheduler's cache and queues) warm but runs no cycle and writes nothing."""
@@ -248,11 +131,28 @@ class KubeWorld:
         self.metrics = metrics
         self.identity = identity
         self.leading: Callable[[], bool] = leading or (lambda: True)
-        self.events = EventRecorder(api, identity, metrics)
+        self.events = EventRecorder(
+            api,
+            identity,
+            on_write=lambda ok: metrics.api_write("event", ok),
+            on_drop=metrics.events_dropped.inc,
+        )
+        self.status = PodStatusWriter(
+            api, scheduler, self._stored_pod, self.events, on_write=metrics.api_write
+        )
+        metrics.track_write_backlog(lambda: {"status": self.status.queued(), "events": self.events.queued()})
         self.plugin_sample = plugin_metrics_sample_percent / 100.0
         self.informers: dict[Resource, Informer] = {}
         for resource in resources:
-            self.informers[resource] = Informer(api, resource, self._handler_for(resource), metrics)
+            self.informers[resource] = Informer(
+                api, resource, self._handler_for(resource), metrics, hold=True
+            )
+        # other listeners of pod and node events (the embedded status operators)
+        self.pod_watchers: list[Watcher] = []
+        self.node_watchers: list[Watcher] = []
+        # told once every informer has listed and what they listed has been delivered
+        self.on_synced: list[Callable[[], None]] = []
+        self.released = asyncio.Event()
         # awaited just before a binding request is sent; tests use it to act in that window
         self.before_bind: Callable[[Bind], Awaitable[None]] | None = None
         self._wake = asyncio.Event()
@@ -260,28 +160,48 @@ class KubeWorld:
         self._tasks: list[asyncio.Task[None]] = []
         self._bindings: set[asyncio.Task[None]] = set()
         self._writes: set[asyncio.Task[None]] = set()
-        # the latest write task per pod: writes to one pod are carried out in order
-        self._pod_chain: dict[str, asyncio.Task[None]] = {}
+        # the latest eviction task per victim: its condition and its deletion are carried out in order
+        self._victim_chain: dict[str, asyncio.Task[None]] = {}
 
     # ------------------------------------------------------------------ lifecycle
     @property
     def pod_store(self) -> dict[str, dict[str, Any]]:
-        informer = self.informers.get(PODS)
+        informer = next((i for r, i in self.informers.items() if r.kind == "Pod"), None)
         return informer.store if informer is not None else {}
 
+    def _stored_pod(self, key: str) -> dict[str, Any] | None:
+        return self.pod_store.get(key)
+
     def synced(self) -> bool:
-        return all(i.synced.is_set() for i in self.informers.values())
+        return self.released.is_set()
 
     def unsynced(self) -> list[str]:
         return [r.label for r, i in self.informers.items() if not i.synced.is_set()]
 
     async def wait_synced(self) -> None:
-        await asyncio.gather(*(i.synced.wait() for i in self.informers.values()))
+        await self.released.wait()
 
     async def start(self) -> None:
         for resource, informer in self.informers.items():
             self._tasks.append(asyncio.create_task(informer.run(), name=f"informer {resource.label}"))
+        self._tasks.append(asyncio.create_task(self._release_when_listed(), name="informers release"))
         self._tasks.append(asyncio.create_task(self._loop(), name="scheduling loop"))
+        self._tasks.append(asyncio.create_task(self.status.run(), name="pod status writes"))
+        self._tasks.append(asyncio.create_task(self.events.run(), name="events"))
+
+    async def _release_when_listed(self) -> None:
+        await asyncio.gather(*(i.synced.wait() for i in self.informers.values()))
+        # kinds first (in WATCHED order), pods last: a pod arrives to a cache that knows its node,
+        # its namespace and its PodGroup
+        for informer in sorted(self.informers.values(), key=lambda i: i.resource.kind == "Pod"):
+            informer.release()
+        log.info(
+            "caches synced: %s", ", ".join(f"{len(i.store)} {r.label}" for r, i in self.informers.items())
+        )
+        self.released.set()
+        for callback in self.on_synced:
+            callback()
+        self._wake.set()
 
     def in_flight(self) -> int:
         return len(self._bindings)
@@ -294,7 +214,8 @@ class KubeWorld:
             task.cancel()
 
     async def shutdown(self, timeout: float = 15.0) -> None:
-        """Stop scheduling, let the bindings in flight finish (up to `timeout`), then stop."""
+        """Stop scheduling, let the bindings in flight finish (up to `timeout`), then the writes
+        they lead to, then stop."""
         self._stopping = True
         self._wake.set()
         deadline = time.monotonic() + timeout
@@ -307,11 +228,16 @@ class KubeWorld:
             self._apply([e for e in self.scheduler.drain() if not isinstance(e, Bind)])
         pending = [t for t in (*self._bindings, *self._writes) if not t.done()]
         if pending:
-            _, still = await asyncio.wait(pending, timeout=max(0.1, deadline - time.monotonic()))
-            if still:
-                log.warning(
-                    "%d API call(s) still in flight after %.0fs; abandoning them", len(still), timeout
-                )
+            await asyncio.wait(pending, timeout=max(0.1, deadline - time.monotonic()))
+        for lane in (self.status, self.events):
+            await lane.wait_idle(max(0.1, deadline - time.monotonic()))
+        still = (
+            self.status.queued()
+            + self.events.queued()
+            + sum(not t.done() for t in (*self._bindings, *self._writes))
+        )
+        if still:
+            log.warning("%d API call(s) still waiting after %.0fs; abandoning them", still, timeout)
         for task in (*self._bindings, *self._writes, *self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, *self._bindings, *self._writes, return_exceptions=True)
@@ -333,6 +259,14 @@ class KubeWorld:
         return on_object
 
     def _on_pod(self, action: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        for watcher in self.pod_watchers:
+            watcher(action, obj, old)
+        # finished pods hold nothing and reach the scheduler as deletions, as they do through
+        # kube-scheduler's informer (which leaves them out)
+        if is_finished(obj):
+            if action == ADD or (old is not None and is_finished(old)):
+                return
+            action = DELETE
         pod = Pod.from_dict(obj)
         if action == ADD:
             self.scheduler.on_pod_add(pod)
@@ -343,6 +277,8 @@ class KubeWorld:
         self._wake.set()
 
     def _on_node(self, action: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        for watcher in self.node_watchers:
+            watcher(action, obj, old)
         if action == DELETE:
             self.scheduler.on_node_delete(meta_field(obj, "name"))
         elif action == ADD:
@@ -363,7 +299,6 @@ class KubeWorld:
 
     async def _loop(self) -> None:
         await self.wait_synced()
-        log.info("caches synced")
         while not self._stopping:
             try:
                 await self._run_cycles()
@@ -419,31 +354,31 @@ class KubeWorld:
     def _apply(self, effects: list[Effect]) -> None:
         for effect in effects:
             if isinstance(effect, Bind):
-                self._chain(effect.pod.key, functools.partial(self._bind, effect), binding=True)
+                self._spawn(self._bind(effect), self._bindings)
             elif isinstance(effect, PodUnschedulable):
-                self._chain(effect.pod.key, functools.partial(self._unschedulable, effect))
+                self.status.mark(
+                    effect.pod, nominated=effect.nominated_node, settle=effect.reason in SETTLING_REASONS
+                )
             elif isinstance(effect, Nominate):
-                self._chain(effect.pod.key, functools.partial(self._nominate, effect))
+                self.status.mark(effect.pod, nominated=effect.node_name)
             elif isinstance(effect, Evict):
-                self._chain(effect.victim.key, functools.partial(self._evict, effect))
+                self._chain_victim(effect.victim.key, functools.partial(self._evict, effect))
             elif isinstance(effect, RecordEvent):
-                self._spawn(
-                    self.events.record(
-                        pod_reference(effect.pod),
-                        effect.event_type,
-                        effect.reason,
-                        EVENT_ACTIONS.get(effect.reason, "Scheduling"),
-                        effect.message,
-                    )
+                self.events.record(
+                    pod_reference(effect.pod),
+                    effect.event_type,
+                    effect.reason,
+                    EVENT_ACTIONS.get(effect.reason, "Scheduling"),
+                    effect.message,
                 )
 
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+    def _spawn(self, coro: Coroutine[Any, Any, None], group: set[asyncio.Task[None]]) -> None:
         task = asyncio.create_task(coro)
-        self._writes.add(task)
-        task.add_done_callback(self._writes.discard)
+        group.add(task)
+        task.add_done_callback(group.discard)
 
-    def _chain(self, key: str, call: Callable[[], Coroutine[Any, Any, None]], binding: bool = False) -> None:
-        previous = self._pod_chain.get(key)
+    def _chain_victim(self, key: str, call: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        previous = self._victim_chain.get(key)
 
         async def after_previous() -> None:
             if previous is not None and not previous.done():
@@ -451,27 +386,17 @@ class KubeWorld:
             await call()
 
         task = asyncio.create_task(after_previous())
-        self._pod_chain[key] = task
-        group = self._bindings if binding else self._writes
-        group.add(task)
+        self._victim_chain[key] = task
+        self._writes.add(task)
 
         def done(t: asyncio.Task[None]) -> None:
-            group.discard(t)
-            if self._pod_chain.get(key) is t:
-                del self._pod_chain[key]
+            self._writes.discard(t)
+            if self._victim_chain.get(key) is t:
+                del self._victim_chain[key]
             if not t.cancelled() and t.exception() is not None:
                 log.error("API call for pod %s failed", key, exc_info=t.exception())
 
         task.add_done_callback(done)
-
-    def _current(self, pod: Pod) -> dict[str, Any] | None:
-        """The informer's copy of the pod if it is the same pod and still waits for a node."""
-        raw = self.pod_store.get(pod.key)
-        if raw is None or meta_field(raw, "uid") != pod.uid:
-            return None
-        if (raw.get("spec") or {}).get("nodeName"):
-            return None
-        return raw
 
     async def _bind(self, b: Bind) -> None:
         pod = b.pod
@@ -481,18 +406,17 @@ class KubeWorld:
         try:
             if self.before_bind is not None:
                 await self.before_bind(b)
+            # a PodScheduled=False already on the wire must land before the binding, not after it
+            await self.status.wait_written(pod.key)
+            metadata: dict[str, Any] = {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid}
             if b.annotations:
-                await self.api.request(
-                    "PATCH",
-                    pod_path(pod.namespace, pod.name),
-                    body={"metadata": {"uid": pod.uid, "annotations": dict(b.annotations)}},
-                    content_type=MERGE_PATCH,
-                )
+                # the apiserver copies a Binding's annotations onto the pod: one write, not two
+                metadata["annotations"] = dict(b.annotations)
             binding = {
                 "apiVersion": "v1",
                 "kind": "Binding",
                 # the uid makes the apiserver refuse a pod that was deleted and created again
-                "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
+                "metadata": metadata,
                 "target": {"apiVersion": "v1", "kind": "Node", "name": b.node_name},
             }
             await self.api.request("POST", pod_path(pod.namespace, pod.name, "binding"), body=binding)
@@ -534,44 +458,6 @@ class KubeWorld:
         self.metrics.api_write(operation, True)
         return True
 
-    async def _unschedulable(self, e: PodUnschedulable) -> None:
-        raw = self._current(e.pod)
-        if raw is None:
-            # deleted, or bound meanwhile (by us or another scheduler): nothing true to say
-            return
-        status = raw.get("status") or {}
-        patch: dict[str, Any] = {}
-        old = next((c for c in status.get("conditions") or () if c.get("type") == "PodScheduled"), None)
-        if old is None or (old.get("status"), old.get("reason"), old.get("message")) != (
-            "False",
-            e.reason,
-            e.message,
-        ):
-            transition = rfc3339()
-            if old is not None and old.get("status") == "False" and old.get("lastTransitionTime"):
-                transition = str(old["lastTransitionTime"])
-            patch["conditions"] = [
-                {
-                    "type": "PodScheduled",
-                    "status": "False",
-                    "reason": e.reason,
-                    "message": e.message,
-                    "lastProbeTime": None,
-                    "lastTransitionTime": transition,
-                }
-            ]
-        if e.nominated_node is not None and (status.get("nominatedNodeName") or "") != e.nominated_node:
-            patch["nominatedNodeName"] = e.nominated_node or None
-        if patch:
-            await self._patch_status(e.pod, patch, "pod_condition")
-        await self.events.record(pod_reference(e.pod), "Warning", "FailedScheduling", "Scheduling", e.message)
-
-    async def _nominate(self, e: Nominate) -> None:
-        raw = self._current(e.pod)
-        if raw is None or ((raw.get("status") or {}).get("nominatedNodeName") or "") == e.node_name:
-            return
-        await self._patch_status(e.pod, {"nominatedNodeName": e.node_name or None}, "nominate")
-
     async def _evict(self, e: Evict) -> None:
         victim = e.victim
         raw = self.pod_store.get(victim.key)
@@ -610,7 +496,7 @@ class KubeWorld:
         if not ok:
             return
         trigger = self.pod_store.get(e.trigger_pod)
-        await self.events.record(
+        self.events.record(
             pod_reference(victim),
             "Normal",
             "Preempted",
@@ -669,8 +555,14 @@ async def run(options: RunOptions) -> int:
             ),
             metrics,
         )
+    resources = WATCHED
     world = KubeWorld(
-        api, scheduler, metrics, options.identity, leading=elector.is_leader if elector is not None else None
+        api,
+        scheduler,
+        metrics,
+        options.identity,
+        leading=elector.is_leader if elector is not None else None,
+        resources=resources,
     )
     operators_stop = asyncio.Event()
     operators_task: asyncio.Task[None] | None = None

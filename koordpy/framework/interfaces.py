@@ -6,6 +6,9 @@ array of node rows and answer for all of them at once.
 
     sort_key(pod_info) -> tuple                                  QueueSort
     pre_enqueue(pod) -> Status | None                            PreEnqueue
+    gated_pods_to_recheck() -> Iterable[str]                     PreEnqueue, optional: the keys of
+        the pods it gates whose verdict may have changed since it was last asked; a plugin with it
+        is never asked about every gated pod on every cluster event
     pre_filter(state, pod) -> (PreFilterResult | None, Status | None)
     pre_filter_add_pod(state, pod, other, row) / pre_filter_remove_pod(...)   PreFilterExtensions
     filter(state, pod, rows) -> FilterResult | None              Filter (None: every row passes)

@@ -170,6 +170,8 @@ class Profile:
         pts = resolved.points
         self.queue_sort = self.plugins[pts["queueSort"][0]]
         self.pre_enqueue = [self.plugins[n] for n in pts["preEnqueue"]]
+        # PreEnqueue plugins that name the gated pods an event may let through
+        self.gate_wakers = [p for p in self.pre_enqueue if hasattr(p, "gated_pods_to_recheck")]
         self.pre_filter = [self.plugins[n] for n in pts["preFilter"]]
         self.filter = [self.plugins[n] for n in pts["filter"]]
         self.post_filter = [self.plugins[n] for n in pts["postFilter"]]

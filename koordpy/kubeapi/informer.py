@@ -55,6 +55,8 @@ POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 
 NODES = Resource("Node", "v1", "nodes", namespaced=False)
 PODS = Resource("Pod", "v1", "pods", field_selector=POD_FIELD_SELECTOR)
+# every pod, finished ones too: the PodGroup status counts succeeded and failed members
+ALL_PODS = Resource("Pod", "v1", "pods")
 NAMESPACES = Resource("Namespace", "v1", "namespaces", namespaced=False)
 PDBS = Resource("PodDisruptionBudget", "policy/v1", "poddisruptionbudgets")
 POD_GROUPS_SIGS = Resource("PodGroup", "scheduling.sigs.k8s.io/v1alpha1", "podgroups", optional=True)

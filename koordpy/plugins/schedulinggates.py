@@ -3,7 +3,7 @@ every gate is removed."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from koordpy.api.pod import Pod
 from koordpy.framework.interfaces import POD_UPDATE, ClusterEvent, Plugin
@@ -23,6 +23,11 @@ class SchedulingGates(Plugin):
     def events_to_register(self) -> Sequence[ClusterEvent]:
         # gates are only ever removed by a pod update
         return (POD_UPDATE,)
+
+    def gated_pods_to_recheck(self) -> Iterable[str]:
+        # a gate is lifted only by an update of the pod itself, which the queue checks anyway: no
+        # other event needs to look at the pods gated here
+        return ()
 
     def pre_enqueue(self, pod: Pod) -> Status | None:
         if not pod.scheduling_gates:

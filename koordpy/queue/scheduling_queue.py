@@ -4,7 +4,10 @@
 - A pod that failed waits in backoffQ until its exponential backoff ends (Error) or in the
   unschedulable pool until a cluster event that could help arrives (rejection); the pool is also
   flushed after `max_unschedulable_seconds` in case no such event comes.
-- PreEnqueue plugins gate pods before they ever reach activeQ; gated pods are re-checked on events.
+- PreEnqueue plugins gate pods before they ever reach activeQ. A gated pod is checked again when it
+  changes itself, when its gating plugin names it (`recheck`: the plugin knows which event can open
+  which gate, e.g. a gang's gate opens when its own members arrive), or, for a plugin that names
+  none, on the cluster events that plugin registered. Nothing looks at every gated pod per event.
 - Heaps use lazy deletion: an entry is live only while its sequence number matches the pod's.
 """
 
@@ -39,22 +42,39 @@ class _Placement(dict[str, str]):
     def __init__(self) -> None:
         super().__init__()
         self.keys_in: dict[str, dict[str, None]] = {ACTIVE: {}, BACKOFF: {}, UNSCHEDULABLE: {}, GATED: {}}
+        # gated pods by the plugin that gates them, and the reverse
+        self.gated_by: dict[str, dict[str, None]] = {}
+        self._gate_of: dict[str, str] = {}
+
+    def gate(self, key: str, plugin: str) -> None:
+        self[key] = GATED
+        self._gate_of[key] = plugin
+        self.gated_by.setdefault(plugin, {})[key] = None
+
+    def _leave(self, key: str, old: str) -> None:
+        del self.keys_in[old][key]
+        if old == GATED:
+            plugin = self._gate_of.pop(key, None)
+            if plugin is not None:
+                keys = self.gated_by[plugin]
+                del keys[key]
+                if not keys:
+                    del self.gated_by[plugin]
 
     def __setitem__(self, key: str, where: str) -> None:
         old = super().get(key)
         if old is not None:
-            del self.keys_in[old][key]
+            self._leave(key, old)
         super().__setitem__(key, where)
         self.keys_in[where][key] = None
 
     def __delitem__(self, key: str) -> None:
-        old = super().pop(key)
-        del self.keys_in[old][key]
+        self._leave(key, super().pop(key))
 
     def pop(self, key: str, default: str | None = None) -> str | None:  # type: ignore[override]
         if key in self:
             old = super().pop(key)
-            del self.keys_in[old][key]
+            self._leave(key, old)
             return old
         return default
 
@@ -78,8 +98,11 @@ class SchedulingQueue:
         settings: QueueSettings,
         now: Callable[[], float],
         on_gate: GateObserver | None = None,
+        targeted_gates: frozenset[str] = frozenset(),
     ) -> None:
         self._on_gate = on_gate
+        # PreEnqueue plugins that name the gated pods an event may open (see recheck)
+        self._targeted_gates = targeted_gates
         self._sort_key = sort_key
         self._pre_enqueue = pre_enqueue
         self._events_of_plugin = events_of_plugin
@@ -133,7 +156,7 @@ class SchedulingQueue:
                 st.message,
             )
             info.gated_by, info.gated_reason, info.gated_message = st.plugin, st.reason, st.message
-            self.where[info.key] = GATED
+            self.where.gate(info.key, st.plugin)
             if changed and self._on_gate is not None:
                 self._on_gate(info, st)
             return True
@@ -260,7 +283,8 @@ class SchedulingQueue:
         return False
 
     def on_event(self, event: ClusterEvent) -> int:
-        """Move unschedulable pods that `event` could help, and re-check gated pods."""
+        """Move unschedulable pods that `event` could help, and re-check the gated pods of plugins
+        that registered it and do not name their pods themselves."""
         self._move_cycle = self._cycle
         moved = 0
         for key in self.where.keys_at(UNSCHEDULABLE):
@@ -268,19 +292,32 @@ class SchedulingQueue:
             if self._helps(info, event):
                 self._requeue_after_event(info)
                 moved += 1
-        for key in self.where.keys_at(GATED):
-            info = self.infos[key]
-            if not self._gate(info):
-                self._requeue_after_event(info)
-                moved += 1
+        for plugin in list(self.where.gated_by):
+            if plugin in self._targeted_gates:
+                continue
+            registered = self._events_of_plugin.get(plugin)
+            if registered is None or any(r.covers(event) for r in registered):
+                moved += self.recheck(list(self.where.gated_by.get(plugin, ())))
         return moved
 
-    def recheck_gated(self) -> None:
-        """Time passed: PreEnqueue verdicts that depend on time (a group's backoff) may change."""
-        for key in self.where.keys_at(GATED):
+    def recheck(self, keys: Iterable[str]) -> int:
+        """Run PreEnqueue again for these pods where they are gated; how many it let through."""
+        opened = 0
+        for key in keys:
+            if self.where.get(key) != GATED:
+                continue
             info = self.infos[key]
             if not self._gate(info):
                 self._requeue_after_event(info)
+                opened += 1
+        return opened
+
+    def recheck_untargeted(self) -> None:
+        """Time passed: the gated pods of plugins that do not name their pods are checked again
+        (their verdicts may depend on time)."""
+        for plugin in list(self.where.gated_by):
+            if plugin not in self._targeted_gates:
+                self.recheck(list(self.where.gated_by.get(plugin, ())))
 
     def take(self, key: str) -> QueuedPodInfo | None:
         """Pull a waiting pod out of the queue to schedule it now (a gang member of the pod being

@@ -122,6 +122,8 @@ class Coscheduling(Plugin):
             register = handle.services.get("register_object_handler")
             if register is not None:
                 register("ClusterNetworkTopology", topology.on_object)
+                # the layers a topology has decide whether a gang's gather rules are valid
+                register("ClusterNetworkTopology", lambda action, obj: registry.touch_all())
         self.topology: ClusterTopologyView = topology
         # the node each member of the group being placed goes to, when its placement was planned
         self._planned: dict[str, str] = {}
@@ -153,6 +155,9 @@ class Coscheduling(Plugin):
         return (-pod.priority, group_time, gang.group_id, pod.key)
 
     # ----------------------------------------------------------------------------- PreEnqueue
+    def gated_pods_to_recheck(self) -> set[str]:
+        return self.registry.take_touched()
+
     def pre_enqueue(self, pod: Pod) -> Status | None:
         verdict = self.registry.readiness(pod)
         if verdict is None:
@@ -373,7 +378,7 @@ class Coscheduling(Plugin):
                     and g.spec
                     and len(g.children) >= g.spec.min_member
                 ):
-                    g.backoff_until = now + self.cargs.pod_group_backoff_seconds
+                    self.registry.back_off(g, now + self.cargs.pod_group_backoff_seconds)
         self.registry.messages[gang.group_id] = message
         return message
 
@@ -486,3 +491,5 @@ class Coscheduling(Plugin):
         gang.waiting.discard(pod.key)
         gang.bound.add(pod.key)
         self.registry.satisfied.add(gang.group_id)
+        # once satisfied, the members still gated may go
+        self.registry.touch(gang.id)

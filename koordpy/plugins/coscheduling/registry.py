@@ -1,7 +1,11 @@
 """The gang registry: every gang the scheduler knows, kept up to date from pod and PodGroup events.
 
 One registry serves every profile of a scheduler. It knows each gang's members and which of them
-are pending, waiting at Permit, or bound, and whether a gang group has ever been satisfied."""
+are pending, waiting at Permit, or bound, and whether a gang group has ever been satisfied.
+
+It also notes which gangs an event touched (a member came or went, the PodGroup changed, a backoff
+ended), so that only their members' gates are checked again: checking every gated pod on every
+event would cost the square of the pending pods while a cluster's worth of gangs arrives."""
 
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ from koordpy.plugins.coscheduling.gang import (
     FROM_ANNOTATION,
     ONCE_SATISFIED,
     Gang,
+    GangSpec,
     membership,
     spec_from_pod,
     spec_from_podgroup,
@@ -48,6 +53,62 @@ class GangRegistry:
         self.pod_groups: dict[tuple[str, str], PodGroup] = {}
         # why each gang group's last pass failed, by group id
         self.messages: dict[str, str] = {}
+        # gangs whose readiness may have changed since the gates were last checked
+        self._touched: set[str] = set()
+        # gang id -> the gangs whose group names it (their readiness depends on its members)
+        self._named_by: dict[str, set[str]] = {}
+        # gangs backing off after a failure, until they are told their backoff ended
+        self._backing_off: set[str] = set()
+
+    # ----------------------------------------------------------------------------- touched gangs
+    def touch(self, gang_id: str) -> None:
+        self._touched.add(gang_id)
+
+    def touch_all(self) -> None:
+        self._touched.update(self.gangs)
+
+    def back_off(self, gang: Gang, until: float) -> None:
+        gang.backoff_until = until
+        self._backing_off.add(gang.id)
+
+    def take_touched(self) -> set[str]:
+        """The keys of the pods of every gang group whose readiness may have changed since the last
+        call (gangs touched by events, and gangs whose backoff has ended)."""
+        now = self.clock.now()
+        for gid in [
+            g for g in self._backing_off if (gang := self.gangs.get(g)) is None or gang.backoff_until <= now
+        ]:
+            self._backing_off.discard(gid)
+            self._touched.add(gid)
+        if not self._touched:
+            return set()
+        touched, self._touched = self._touched, set()
+        affected: set[str] = set()
+        for gid in touched:
+            affected.add(gid)
+            affected.update(self._named_by.get(gid, ()))
+            gang = self.gangs.get(gid)
+            if gang is not None:
+                affected.update(gang.group)
+        keys: set[str] = set()
+        for gid in affected:
+            gang = self.gangs.get(gid)
+            if gang is not None:
+                keys.update(gang.children)
+        return keys
+
+    def _set_spec(self, gang: Gang, spec: GangSpec | None) -> None:
+        for gid in gang.group:
+            named = self._named_by.get(gid)
+            if named is not None:
+                named.discard(gang.id)
+                if not named:
+                    del self._named_by[gid]
+        gang.spec = spec
+        for gid in gang.group:
+            if gid != gang.id:
+                self._named_by.setdefault(gid, set()).add(gang.id)
+        self._touched.add(gang.id)
 
     # ----------------------------------------------------------------------------- events
     def on_pod(self, action: str, pod: Pod) -> None:
@@ -57,6 +118,10 @@ class GangRegistry:
             return
         m = membership(pod)
         old_gang = self.gang_of_pod.get(key)
+        if old_gang is not None:
+            self._touched.add(old_gang)
+        if m is not None:
+            self._touched.add(m.gang_id)
         if m is None:
             if old_gang is not None:
                 self._forget_pod(key)
@@ -80,7 +145,7 @@ class GangRegistry:
                 spec = spec_from_pod(pod, m, self.default_match_policy)
                 self.pod_errors.pop(key, None)
                 if gang.spec is None:
-                    gang.spec = spec
+                    self._set_spec(gang, spec)
                     gang.error = None
                     gang.create_time = pod.creation_ts
             except SpecError as err:
@@ -100,6 +165,7 @@ class GangRegistry:
         self.pod_errors.pop(key, None)
         if gid is None:
             return
+        self._touched.add(gid)
         gang = self.gangs.get(gid)
         if gang is None:
             return
@@ -107,16 +173,18 @@ class GangRegistry:
         gang.waiting.discard(key)
         gang.bound.discard(key)
         if gang.source == FROM_ANNOTATION and not gang.children:
+            self._set_spec(gang, None)
             del self.gangs[gid]
 
     def on_podgroup(self, action: str, obj: Mapping[str, Any]) -> None:
         pg = PodGroup.from_dict(obj)
         slot = (pg.api_group, pg.key)
+        self._touched.add(pg.key)
         if action == "Delete":
             self.pod_groups.pop(slot, None)
             gang = self.gangs.get(pg.key)
             if gang is not None and gang.source == pg.api_group:
-                gang.spec = None
+                self._set_spec(gang, None)
                 gang.error = None
                 gang.pod_group = None
                 if not gang.children:
@@ -134,10 +202,10 @@ class GangRegistry:
         gang.pod_group = pg
         gang.create_time = pg.creation_ts
         try:
-            gang.spec = spec_from_podgroup(pg, self.default_match_policy)
+            self._set_spec(gang, spec_from_podgroup(pg, self.default_match_policy))
             gang.error = None
         except SpecError as err:
-            gang.spec = None
+            self._set_spec(gang, None)
             gang.error = str(err)
 
     # ----------------------------------------------------------------------------- queries

@@ -1,0 +1,298 @@
+"""`events.k8s.io/v1` Events, recorded the way client-go's events broadcaster (the one
+kube-scheduler uses) records them.
+
+- Isomorphic events (same regarding object, reason, action, reporting controller and related
+  object; the note does not count) form one series: the first is created, the second turns it into
+  a series (`series.count: 2`), and later ones only count up in memory. Series are written back every
+  30 minutes and forgotten once not seen for 6 minutes, so a pod that fails a thousand times costs two
+  writes, not a thousand.
+- Recording never waits: events go into a bounded queue, and when it is full they are dropped (and
+  counted), as the broadcaster drops them, rather than pile up in memory or hold up bindings.
+- A few workers send them, so events never take more than a few of the apiserver connections.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from koordpy.api.pod import Pod
+from koordpy.kubeapi.client import MERGE_PATCH, TRANSPORT_ERRORS, ApiError, KubeApi, micro_time
+
+log = logging.getLogger(__name__)
+
+REPORTING_CONTROLLER = "koordpy"
+# events.k8s.io/v1 validation limits
+EVENT_NOTE_LIMIT = 1024
+REPORTING_INSTANCE_LIMIT = 128
+# client-go's events broadcaster: series are refreshed this often and finished when not seen for
+# this long; at most this many events wait to be sent
+SERIES_REFRESH_SECONDS = 30 * 60.0
+SERIES_FINISH_SECONDS = 6 * 60.0
+MAX_QUEUED_EVENTS = 1000
+# the cache of recent events is cleaned when series finish; this bounds it in between
+EVENT_CACHE_SIZE = 8192
+EVENT_WORKERS = 4
+
+
+def pod_reference(pod: Pod | Mapping[str, Any]) -> dict[str, Any]:
+    if isinstance(pod, Pod):
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "namespace": pod.namespace,
+            "name": pod.name,
+            "uid": pod.uid,
+        }
+    meta = pod.get("metadata") or {}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "namespace": meta.get("namespace"),
+        "name": meta.get("name"),
+        "uid": meta.get("uid"),
+    }
+
+
+def truncate(text: str, limit: int) -> str:
+    data = text.encode()
+    if len(data) <= limit:
+        return text
+    return data[: limit - 3].decode(errors="ignore") + "..."
+
+
+def _reference_key(ref: Mapping[str, Any] | None) -> tuple[str, ...]:
+    if not ref:
+        return ()
+    return tuple(str(ref.get(k) or "") for k in ("kind", "namespace", "name", "uid"))
+
+
+@dataclass(slots=True)
+class _Recorded:
+    """An event the apiserver holds (or is about to), and its series as counted here."""
+
+    namespace: str
+    name: str
+    body: dict[str, Any]
+    count: int
+    last: float
+    # the count the apiserver was last told
+    written: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    regarding: dict[str, Any]
+    event_type: str
+    reason: str
+    action: str
+    note: str
+    related: dict[str, Any] | None
+    at: float
+
+
+class EventRecorder:
+    def __init__(
+        self,
+        api: KubeApi,
+        instance: str,
+        *,
+        on_write: Callable[[bool], None] | None = None,
+        on_drop: Callable[[], None] | None = None,
+        max_queued: int = MAX_QUEUED_EVENTS,
+        workers: int = EVENT_WORKERS,
+        now: Callable[[], float] = time.time,
+    ) -> None:
+        self.api = api
+        self.instance = instance[:REPORTING_INSTANCE_LIMIT]
+        self._on_write = on_write
+        self._on_drop = on_drop
+        self._max_queued = max_queued
+        self._workers = workers
+        self._now = now
+        self._queue: deque[_Pending] = deque()
+        self._ready = asyncio.Event()
+        self._cache: OrderedDict[tuple[Any, ...], _Recorded] = OrderedDict()
+        self._active = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    def queued(self) -> int:
+        return len(self._queue) + self._active
+
+    def record(
+        self,
+        regarding: Mapping[str, Any],
+        event_type: str,
+        reason: str,
+        action: str,
+        note: str,
+        related: Mapping[str, Any] | None = None,
+    ) -> None:
+        if len(self._queue) >= self._max_queued:
+            if self._on_drop is not None:
+                self._on_drop()
+            return
+        self._queue.append(
+            _Pending(
+                dict(regarding),
+                event_type,
+                reason,
+                action,
+                note,
+                dict(related) if related else None,
+                self._now(),
+            )
+        )
+        self._idle.clear()
+        self._ready.set()
+
+    async def run(self) -> None:
+        """The workers, and the series housekeeping; until cancelled."""
+        tasks = [asyncio.create_task(self._work(), name=f"events-{i}") for i in range(self._workers)]
+        tasks.append(asyncio.create_task(self._housekeeping(), name="events-series"))
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def wait_idle(self, timeout: float) -> bool:
+        """Until every queued event was sent (True) or `timeout` passed (False)."""
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    # ------------------------------------------------------------------ sending
+    async def _work(self) -> None:
+        while True:
+            while not self._queue:
+                self._ready.clear()
+                await self._ready.wait()
+            pending = self._queue.popleft()
+            self._active += 1
+            try:
+                await self._send(pending)
+            except Exception:
+                log.exception("recording event %s failed unexpectedly", pending.reason)
+            finally:
+                self._active -= 1
+                if not self._queue and not self._active:
+                    self._idle.set()
+
+    def _key(self, p: _Pending) -> tuple[Any, ...]:
+        return (p.action, p.reason, _reference_key(p.regarding), _reference_key(p.related))
+
+    async def _send(self, p: _Pending) -> None:
+        key = self._key(p)
+        known = self._cache.get(key)
+        if known is not None:
+            known.count += 1
+            known.last = p.at
+            self._cache.move_to_end(key)
+            if known.written >= 2:
+                return  # counted; the series is written back with the next refresh
+            await self._write_series(known)
+            return
+        namespace = str(p.regarding.get("namespace") or "default")
+        name = f"{p.regarding.get('name')}.{time.time_ns():x}"
+        body: dict[str, Any] = {
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": namespace},
+            "eventTime": micro_time(p.at),
+            "reportingController": REPORTING_CONTROLLER,
+            "reportingInstance": self.instance,
+            "action": p.action,
+            "reason": p.reason,
+            "type": p.event_type,
+            "note": truncate(p.note, EVENT_NOTE_LIMIT),
+            "regarding": p.regarding,
+        }
+        if p.related:
+            body["related"] = p.related
+        recorded = _Recorded(namespace, name, body, 1, p.at, 1)
+        self._cache[key] = recorded
+        if len(self._cache) > EVENT_CACHE_SIZE:
+            self._cache.popitem(last=False)
+        await self._create(recorded)
+
+    async def _create(self, recorded: _Recorded) -> bool:
+        body = dict(recorded.body)
+        if recorded.count > 1:
+            body["series"] = {"count": recorded.count, "lastObservedTime": micro_time(recorded.last)}
+        try:
+            await self.api.request(
+                "POST",
+                f"/apis/events.k8s.io/v1/namespaces/{recorded.namespace}/events",
+                body=body,
+                timeout=15.0,
+            )
+        except (ApiError, *TRANSPORT_ERRORS) as err:  # type: ignore[misc]
+            self._wrote(False)
+            log.warning("recording event %s for %s failed: %s", body["reason"], recorded.name, err)
+            return False
+        recorded.written = max(recorded.count, 1)
+        self._wrote(True)
+        return True
+
+    async def _write_series(self, recorded: _Recorded) -> None:
+        patch = {"series": {"count": recorded.count, "lastObservedTime": micro_time(recorded.last)}}
+        try:
+            await self.api.request(
+                "PATCH",
+                f"/apis/events.k8s.io/v1/namespaces/{recorded.namespace}/events/{recorded.name}",
+                body=patch,
+                content_type=MERGE_PATCH,
+                timeout=15.0,
+            )
+        except ApiError as err:
+            if err.status == 404:
+                # the event expired on the server: the series starts again as a new object
+                await self._create(recorded)
+                return
+            self._wrote(False)
+            log.warning("updating event series %s failed: %s", recorded.name, err)
+            return
+        except TRANSPORT_ERRORS as err:
+            self._wrote(False)
+            log.warning("updating event series %s failed: %s", recorded.name, err)
+            return
+        recorded.written = recorded.count
+        self._wrote(True)
+
+    def _wrote(self, ok: bool) -> None:
+        if self._on_write is not None:
+            self._on_write(ok)
+
+    # ------------------------------------------------------------------ series housekeeping
+    async def _housekeeping(self) -> None:
+        last_refresh = self._now()
+        while True:
+            await asyncio.sleep(SERIES_FINISH_SECONDS)
+            now = self._now()
+            self.finish_series(now)
+            if now - last_refresh >= SERIES_REFRESH_SECONDS:
+                last_refresh = now
+                for recorded in [r for r in self._cache.values() if r.count > r.written]:
+                    await self._write_series(recorded)
+
+    def finish_series(self, now: float) -> None:
+        """Forget events not seen for SERIES_FINISH_SECONDS (their series is over); a series with
+        repeats the apiserver has not been told of yet is told first, in the background."""
+        for key in [k for k, r in self._cache.items() if now - r.last >= SERIES_FINISH_SECONDS]:
+            recorded = self._cache.pop(key)
+            if recorded.count > recorded.written:
+                self._queue_series_write(recorded)
+
+    def _queue_series_write(self, recorded: _Recorded) -> None:
+        task = asyncio.get_running_loop().create_task(self._write_series(recorded))
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())

@@ -1,0 +1,248 @@
+"""Pod status writes that cannot bury the bindings.
+
+A scheduling verdict on a pending pod (PodScheduled=False with a reason, a nomination) only marks
+the pod. A few workers then write what the scheduler says of the pod *now*: one pending write per pod
+whatever the number of verdicts in between (the latest wins), nothing when the stored status already
+says it, and nothing at all once the pod is bound, being bound, or gone. A verdict that a gang is not
+complete yet settles for a moment first, since the missing members are usually on their way and the
+gang is bound before the write would have been useful.
+
+Bindings do not go through here: they are sent as soon as they are decided, each on its own, and
+only wait for a status write of the same pod that is already on the wire (so that a stale
+PodScheduled=False can never land after the binding).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from koordpy.api.pod import Pod
+from koordpy.cluster.events import EventRecorder, pod_reference
+from koordpy.kubeapi.client import (
+    STRATEGIC_MERGE_PATCH,
+    TRANSPORT_ERRORS,
+    ApiError,
+    KubeApi,
+    pod_path,
+    rfc3339,
+)
+
+log = logging.getLogger(__name__)
+
+STATUS_WORKERS = 8
+# how long a "gang not complete yet" verdict waits before it is written
+GATE_SETTLE_SECONDS = 2.0
+
+
+class Verdicts(Protocol):
+    """What the scheduler says of a pod now."""
+
+    def pending(self, key: str) -> bool:
+        """Whether the pod still waits for a node (not bound, being bound, waiting at Permit, gone)."""
+        ...
+
+    def condition_of(self, key: str) -> tuple[str, str] | None:
+        """(reason, message) of the pod's PodScheduled=False condition, when there is one to write."""
+        ...
+
+
+@dataclass(slots=True)
+class _Mark:
+    pod: Pod
+    # None: leave status.nominatedNodeName alone; "": clear it; a name: set it
+    nominated: str | None
+    due: float
+
+
+class PodStatusWriter:
+    def __init__(
+        self,
+        api: KubeApi,
+        verdicts: Verdicts,
+        stored: Callable[[str], Mapping[str, Any] | None],
+        events: EventRecorder,
+        *,
+        on_write: Callable[[str, bool], None] | None = None,
+        workers: int = STATUS_WORKERS,
+        settle: float = GATE_SETTLE_SECONDS,
+        now: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.api = api
+        self.verdicts = verdicts
+        self.stored = stored
+        self.events = events
+        self._on_write = on_write
+        self._workers = workers
+        self._settle = settle
+        self._now = now
+        self._marks: dict[str, _Mark] = {}
+        # keys in the order they are due: those due now, and those settling (a fixed delay keeps
+        # this one in due order too); an entry is live while its due time matches the mark's
+        self._soon: deque[tuple[float, str]] = deque()
+        self._settling: deque[tuple[float, str]] = deque()
+        self._writing: dict[str, asyncio.Future[None]] = {}
+        self._wakeup = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    def queued(self) -> int:
+        return len(self._marks) + len(self._writing)
+
+    def mark(self, pod: Pod, *, nominated: str | None = None, settle: bool = False) -> None:
+        key = pod.key
+        old = self._marks.get(key)
+        if nominated is None and old is not None:
+            nominated = old.nominated
+        due = self._now() + (self._settle if settle else 0.0)
+        if old is not None and old.due <= due:
+            # already on its way, as early or earlier: only the latest view of the pod changes
+            old.pod, old.nominated = pod, nominated
+            return
+        self._marks[key] = _Mark(pod, nominated, due)
+        (self._settling if settle else self._soon).append((due, key))
+        self._idle.clear()
+        self._wakeup.set()
+
+    async def wait_written(self, key: str) -> None:
+        """Until a write of this pod that is on the wire now has ended."""
+        future = self._writing.get(key)
+        if future is not None:
+            await asyncio.shield(future)
+
+    async def wait_idle(self, timeout: float) -> bool:
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    async def run(self) -> None:
+        tasks = [asyncio.create_task(self._work(), name=f"pod-status-{i}") for i in range(self._workers)]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    # ------------------------------------------------------------------ taking work
+    def _take(self) -> tuple[str | None, float | None]:
+        """The next key due (or None) and, if none is, when the next one will be."""
+        now = self._now()
+        for lane in (self._soon, self._settling):
+            skipped: list[tuple[float, str]] = []
+            while lane:
+                due, key = lane[0]
+                mark = self._marks.get(key)
+                if mark is None or mark.due != due:
+                    lane.popleft()
+                    continue
+                if due > now:
+                    break
+                lane.popleft()
+                if key in self._writing:
+                    # one write per pod at a time; this one goes again when that write ends
+                    skipped.append((due, key))
+                    continue
+                lane.extendleft(reversed(skipped))
+                return key, None
+            lane.extendleft(reversed(skipped))
+        upcoming = [lane[0][0] for lane in (self._soon, self._settling) if lane]
+        return None, min(upcoming) if upcoming else None
+
+    async def _work(self) -> None:
+        while True:
+            key, next_due = self._take()
+            if key is None:
+                self._wakeup.clear()
+                if not self._marks and not self._writing:
+                    self._idle.set()
+                timeout = None if next_due is None else max(0.0, next_due - self._now())
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wakeup.wait(), timeout)
+                continue
+            mark = self._marks.pop(key)
+            done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._writing[key] = done
+            try:
+                await self._write(mark)
+            except Exception:
+                log.exception("writing the status of %s failed unexpectedly", key)
+            finally:
+                del self._writing[key]
+                done.set_result(None)
+                if key in self._marks:
+                    # marked again while being written: due now, not lost behind the skip
+                    self._soon.appendleft((self._marks[key].due, key))
+                self._wakeup.set()
+
+    # ------------------------------------------------------------------ writing
+    async def _write(self, mark: _Mark) -> None:
+        pod = mark.pod
+        raw = self.stored(pod.key)
+        if raw is None or str((raw.get("metadata") or {}).get("uid") or "") != pod.uid:
+            return
+        if (raw.get("spec") or {}).get("nodeName"):
+            return
+        if not self.verdicts.pending(pod.key):
+            return
+        verdict = self.verdicts.condition_of(pod.key)
+        reason, message = verdict if verdict is not None else ("", "")
+        status = raw.get("status") or {}
+        patch: dict[str, Any] = {}
+        old = next((c for c in status.get("conditions") or () if c.get("type") == "PodScheduled"), None)
+        if verdict is not None and (
+            old is None
+            or (old.get("status"), old.get("reason"), old.get("message")) != ("False", reason, message)
+        ):
+            transition = rfc3339()
+            if old is not None and old.get("status") == "False" and old.get("lastTransitionTime"):
+                transition = str(old["lastTransitionTime"])
+            patch["conditions"] = [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": reason,
+                    "message": message,
+                    "lastProbeTime": None,
+                    "lastTransitionTime": transition,
+                }
+            ]
+        operation = "pod_condition"
+        if mark.nominated is not None and (status.get("nominatedNodeName") or "") != mark.nominated:
+            patch["nominatedNodeName"] = mark.nominated or None
+            if "conditions" not in patch:
+                operation = "nominate"
+        if patch:
+            ok = await self._patch(pod, patch, operation)
+            if not ok:
+                return
+        if "conditions" in patch:
+            self.events.record(pod_reference(pod), "Warning", "FailedScheduling", "Scheduling", message)
+
+    async def _patch(self, pod: Pod, status: dict[str, Any], operation: str) -> bool:
+        ok = True
+        try:
+            await self.api.request(
+                "PATCH",
+                pod_path(pod.namespace, pod.name, "status"),
+                body={"status": status},
+                content_type=STRATEGIC_MERGE_PATCH,
+            )
+        except ApiError as err:
+            ok = False
+            if err.status != 404:
+                log.warning("%s of %s failed: %s", operation, pod.key, err)
+        except TRANSPORT_ERRORS as err:
+            ok = False
+            log.warning("%s of %s failed: %s", operation, pod.key, err)
+        if self._on_write is not None:
+            self._on_write(operation, ok)
+        return ok
