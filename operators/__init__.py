@@ -1,6 +1,11 @@
 """koordpy's operators, built on kopf: PodGroup status (`operators.podgroup`) and the
 ClusterNetworkTopology's `status.detailStatus` (`operators.topology`).
 
+kopf watches only the custom resources the operators own (PodGroups of both API groups and the
+ClusterNetworkTopology). What the status needs of pods and nodes comes from an
+`operators.facts.ClusterFacts`: fed by the embedding program's own informers when it passes one
+(`koordpy run`), else by one pod and one node informer that `run_operators` starts itself.
+
 They run embedded in another program's event loop (`koordpy run` awaits `run_operators`) or on
 their own (`koordpy operators`, through `main`). Either way the program that runs them owns the
 process: kopf gets a stop flag instead of the signals, and its shutdown touches only its own tasks.
@@ -22,13 +27,28 @@ from typing import Any
 import kopf
 from kubernetes_asyncio import client, config
 
+from koordpy.kubeapi import Informer, KubeApi, Resource
+from koordpy.kubeapi.informer import NODES
 from operators import podgroup, topology
+from operators.facts import ClusterFacts
 from operators.podgroup import PodGroupController
 from operators.topology import TopologyController
 
-__all__ = ["load_client_configuration", "main", "operator_settings", "register", "run_operators"]
+__all__ = [
+    "ClusterFacts",
+    "feed_facts",
+    "load_client_configuration",
+    "main",
+    "operator_settings",
+    "register",
+    "run_operators",
+]
 
 logger = logging.getLogger("koordpy.operators")
+
+# every pod, finished ones included (unlike the scheduler's informer): a PodGroup counts its
+# succeeded and failed members
+ALL_PODS = Resource("Pod", "v1", "pods")
 
 
 def register(registry: kopf.OperatorRegistry) -> None:
@@ -90,7 +110,7 @@ def operator_settings() -> kopf.OperatorSettings:
     settings = kopf.OperatorSettings()
     # one instance per scheduler; `koordpy run` elects its leader with its own Lease
     settings.peering.standalone = True
-    # the handlers would otherwise post a Kubernetes Event for every log line on pods and nodes
+    # the handlers would otherwise post a Kubernetes Event for every log line on the PodGroups
     settings.posting.enabled = False
     # kopf's last-resort SIGKILL would take the embedding scheduler down with it
     settings.process.ultimate_exiting_timeout = None
@@ -99,7 +119,8 @@ def operator_settings() -> kopf.OperatorSettings:
 
 class _EventHandlerSuccessFilter(logging.Filter):
     """Drops kopf's INFO line for every handled event: the handlers here run on every change of
-    every pod and node, and would flood the log with "Handler '...' succeeded."."""
+    every PodGroup (each status write is one), and would flood the log with "Handler '...'
+    succeeded."."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not (record.levelno == logging.INFO and record.getMessage().endswith(" succeeded."))
@@ -155,14 +176,32 @@ async def _stop(tasks: set[asyncio.Task[Any]], timeout: float, what: str) -> Non
             task.exception()
 
 
+async def feed_facts(api: KubeApi, facts: ClusterFacts) -> None:
+    """Feed `facts` from one pod and one node informer until cancelled; set `facts.synced` once
+    both have listed. Raises when an informer stops by itself."""
+    informers = [Informer(api, ALL_PODS, facts.on_pod), Informer(api, NODES, facts.on_node)]
+    async with asyncio.TaskGroup() as tasks:
+        for informer in informers:
+            tasks.create_task(informer.run(), name=f"operators {informer.resource.plural} informer")
+        for informer in informers:
+            await informer.synced.wait()
+        facts.synced.set()
+        logger.info("operators: pods and nodes listed")
+
+
+async def _all_set(*events: asyncio.Event) -> None:
+    for event in events:
+        await event.wait()
+
+
 async def _serve(
     stop: asyncio.Event,
     tasks: set[asyncio.Task[Any]],
-    kopf_ready: asyncio.Event,
+    started_when: list[asyncio.Event],
     ready: asyncio.Event | None,
 ) -> None:
     stopping = asyncio.create_task(stop.wait(), name="operators stop")
-    started = asyncio.create_task(kopf_ready.wait(), name="operators ready")
+    started = asyncio.create_task(_all_set(*started_when), name="operators ready")
     waiting: set[asyncio.Task[Any]] = {*tasks, stopping, started}
     try:
         while True:
@@ -193,13 +232,20 @@ async def run_operators(
     ready: asyncio.Event | None = None,
     *,
     context: str | None = None,
+    facts: ClusterFacts | None = None,
     shutdown_timeout: float = 10.0,
 ) -> None:
     """Run the operators on the running event loop until `stop` is set.
 
-    `ready` is set once kopf has started (its handlers then receive the cluster's objects). Returns
-    after kopf and the status workers have stopped; raises when they stop by themselves (a failed
-    login, say). Never installs signal handlers and never cancels tasks it did not start."""
+    With `facts`, the pods and nodes come from it alone: the caller feeds it (`on_pod`, `on_node`
+    for every informer event, finished pods included) and sets its `synced` once its initial lists
+    are delivered; no status is computed before. Without, one pod and one node informer of the
+    operators' own feed a ClusterFacts of theirs.
+
+    `ready` is set once kopf has started (its handlers then receive the PodGroups and the
+    ClusterNetworkTopology) and the facts have synced. Returns after kopf, the informers and the
+    status workers have stopped; raises when they stop by themselves (a failed login, say). Never
+    installs signal handlers and never cancels tasks it did not start."""
     configuration = await load_client_configuration(kubeconfig, context)
     _quiet_event_handler_logs()
     registry = kopf.OperatorRegistry()
@@ -209,36 +255,55 @@ async def run_operators(
     async def login(**_: Any) -> kopf.ConnectionInfo:
         return await connection_info(configuration)
 
-    async with client.ApiClient(configuration=configuration) as api:
-        podgroups = PodGroupController(api)
-        topologies = TopologyController(api)
-        memo = kopf.Memo({podgroup.MEMO_KEY: podgroups, topology.MEMO_KEY: topologies})
-        kopf_stop = asyncio.Event()
-        kopf_ready = asyncio.Event()
-        with _signal_handlers_kept():
-            root_tasks = set(
-                await kopf.spawn_tasks(
-                    registry=registry,
-                    settings=operator_settings(),
-                    standalone=True,
-                    clusterwide=True,
-                    stop_flag=kopf_stop,
-                    ready_flag=kopf_ready,
-                    memo=memo,
-                )
+    api = KubeApi(configuration)
+    try:
+        await _run_with(api, registry, stop, ready, facts, shutdown_timeout)
+    finally:
+        await api.close()
+
+
+async def _run_with(
+    api: KubeApi,
+    registry: kopf.OperatorRegistry,
+    stop: asyncio.Event,
+    ready: asyncio.Event | None,
+    given_facts: ClusterFacts | None,
+    shutdown_timeout: float,
+) -> None:
+    facts = given_facts if given_facts is not None else ClusterFacts()
+    podgroups = PodGroupController(api, facts)
+    topologies = TopologyController(api, facts)
+    memo = kopf.Memo({podgroup.MEMO_KEY: podgroups, topology.MEMO_KEY: topologies})
+    kopf_stop = asyncio.Event()
+    kopf_ready = asyncio.Event()
+    with _signal_handlers_kept():
+        root_tasks = set(
+            await kopf.spawn_tasks(
+                registry=registry,
+                settings=operator_settings(),
+                standalone=True,
+                clusterwide=True,
+                stop_flag=kopf_stop,
+                ready_flag=kopf_ready,
+                memo=memo,
             )
-        workers = {
-            asyncio.create_task(podgroups.run(), name="podgroup status"),
-            asyncio.create_task(topologies.run(), name="topology status"),
-        }
-        try:
-            await _serve(stop, root_tasks | workers, kopf_ready, ready)
-        finally:
-            kopf_stop.set()
-            # kopf's root tasks wind down on cancellation: streams close, then its cleanup runs
-            await _stop(root_tasks, shutdown_timeout, "kopf")
-            await _stop(workers, shutdown_timeout, "status")
-            logger.info("operators stopped")
+        )
+    workers = {
+        asyncio.create_task(podgroups.run(), name="podgroup status"),
+        asyncio.create_task(topologies.run(), name="topology status"),
+    }
+    feeders: set[asyncio.Task[Any]] = set()
+    if given_facts is None:
+        feeders.add(asyncio.create_task(feed_facts(api, facts), name="operators informers"))
+    try:
+        await _serve(stop, root_tasks | workers | feeders, [kopf_ready, facts.synced], ready)
+    finally:
+        kopf_stop.set()
+        # kopf's root tasks wind down on cancellation: streams close, then its cleanup runs
+        await _stop(root_tasks, shutdown_timeout, "kopf")
+        await _stop(workers, shutdown_timeout, "status")
+        await _stop(feeders, shutdown_timeout, "informer")
+        logger.info("operators stopped")
 
 
 def main(kubeconfig: str | None, context: str | None = None) -> int:

@@ -1,14 +1,18 @@
 """PodGroup status, for both API groups (`scheduling.sigs.k8s.io` and `scheduling.x-k8s.io`).
 
 A PodGroup is reconciled when it changes and when one of its member pods changes. Each reconcile
-reads the stored object and takes one step of `koordpy.status.podgroup.next_status` from the stored
-status, as the reference controllers do; the write of one step is itself a change, so the phases are
-walked one write at a time until the status stops moving. Finished and Failed groups are left alone.
+takes one step of `koordpy.status.podgroup.next_status` from the status of the latest object seen
+(kopf's events, or the answer to the controller's own write), as the reference controllers do; the
+write of one step is itself a change, so the phases are walked one write at a time until the
+status stops moving. A write carries the resourceVersion it was computed from, so a step taken from
+an object that has moved on meanwhile is refused by the apiserver and taken again from the newer
+one. Finished and Failed groups are left alone.
 
 Members are the pods of the group's namespace that name it the way the scheduler reads them: the
 label of its API group, or, for `scheduling.sigs.k8s.io`, Koordinator's gang name (the lightweight
 name label or the `gang.scheduling.koordinator.sh/name` annotation) when the pod carries no
-PodGroup label. Gangs made of annotations alone have no object and get no status.
+PodGroup label. Gangs made of annotations alone have no object and get no status. The members come
+from `operators.facts.ClusterFacts`; nothing is counted before it has synced.
 """
 
 from __future__ import annotations
@@ -17,29 +21,44 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import kopf
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client.exceptions import ApiException
 
-from koordpy.api.pod import Pod
+from koordpy.api.errors import SpecError
 from koordpy.api.podgroup import BY_ANNOTATION, SIGS_GROUP, X_K8S_GROUP, PodGroup, gang_reference
+from koordpy.kubeapi.client import MERGE_PATCH, ApiError
 from koordpy.status.podgroup import FAILED, FINISHED, MemberCounts, next_status, occupied_by
+
+if TYPE_CHECKING:
+    from operators.facts import ClusterFacts
 
 logger = logging.getLogger("koordpy.operators.podgroup")
 
 VERSION = "v1alpha1"
 PLURAL = "podgroups"
 API_GROUPS = (SIGS_GROUP, X_K8S_GROUP)
-MERGE_PATCH = "application/merge-patch+json"
 
 # where the handlers find the controller in kopf's memo
 MEMO_KEY = "podgroups"
-# the kopf index of member pods, by the PodGroup they name
-MEMBERS_INDEX = "podgroup_members"
+
+
+class StatusApi(Protocol):
+    """The one call the status controllers make (`koordpy.kubeapi.KubeApi` in production): a JSON
+    request that returns the answer's body and raises `ApiError` for a status outside 2xx."""
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: list[tuple[str, str]] | None = None,
+        body: Any = None,
+        content_type: str = ...,
+        timeout: float = ...,
+    ) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -50,6 +69,10 @@ class GroupKey:
 
     def __str__(self) -> str:
         return f"{self.api_group}:{self.namespace}/{self.name}"
+
+    @property
+    def status_path(self) -> str:
+        return f"/apis/{self.api_group}/{VERSION}/namespaces/{self.namespace}/{PLURAL}/{self.name}/status"
 
 
 def group_of(namespace: str, labels: Mapping[str, str], annotations: Mapping[str, str]) -> GroupKey | None:
@@ -70,7 +93,7 @@ def member_summary(
     spec: Mapping[str, Any],
     status: Mapping[str, Any],
 ) -> dict[str, Any]:
-    """The parts of a pod the status counts, in the pod's own shape (the index keeps this much
+    """The parts of a pod the status counts, in the pod's own shape (the facts keep this much
     per member, not the whole pod)."""
     owners = [
         {k: ref.get(k) for k in ("kind", "name", "uid", "controller") if k in ref}
@@ -82,6 +105,11 @@ def member_summary(
         "spec": {"nodeName": spec.get("nodeName") or ""},
         "status": {"phase": status.get("phase") or ""},
     }
+
+
+def _phase(body: Mapping[str, Any]) -> Any:
+    status = body.get("status")
+    return status.get("phase") if isinstance(status, Mapping) else None
 
 
 K = TypeVar("K")
@@ -130,53 +158,57 @@ class KeyedQueue(Generic[K]):
 
 
 class PodGroupController:
-    """Reconciles PodGroup status; fed by the kopf handlers of `register`."""
+    """Reconciles PodGroup status from the objects kopf's handlers (`register`) hand it and the
+    members `facts` knows. `run` reconciles nothing before `facts.synced` is set."""
 
-    def __init__(self, api: client.ApiClient, *, workers: int = 4, max_backoff: float = 60.0) -> None:
-        self._objects = client.CustomObjectsApi(api)
+    def __init__(
+        self, api: StatusApi, facts: ClusterFacts, *, workers: int = 4, max_backoff: float = 60.0
+    ) -> None:
+        self._api = api
+        self._facts = facts
         self._workers = workers
         self._max_backoff = max_backoff
         self.queue: KeyedQueue[GroupKey] = KeyedQueue()
-        # the kopf index of members by group; attached at operator startup
-        self.members: Mapping[GroupKey, Iterable[Mapping[str, Any]]] | None = None
-        # the group each pod was last seen in, so that a pod leaving a group updates that group too
-        self._pod_group: dict[str, GroupKey] = {}
-        # groups in a final phase, skipped on pod changes without reading them
-        self._final: set[GroupKey] = set()
+        # the latest object of each PodGroup, from kopf's events or the answer to our own write
+        self._bodies: dict[GroupKey, Mapping[str, Any]] = {}
         self._failures: dict[GroupKey, int] = {}
         self._reported_invalid: dict[GroupKey, str] = {}
 
     # ------------------------------------------------------------------ events
-    def podgroup_changed(self, key: GroupKey, phase: str | None, deleted: bool) -> None:
-        if deleted or phase not in (FINISHED, FAILED):
-            self._final.discard(key)
-        else:
-            self._final.add(key)
-        if deleted:
+    def podgroup_changed(self, key: GroupKey, body: Mapping[str, Any] | None) -> None:
+        """A PodGroup was listed, added or modified (`body` is the object), or deleted (None)."""
+        if body is None:
+            self._bodies.pop(key, None)
             self._failures.pop(key, None)
             self._reported_invalid.pop(key, None)
             return
+        self._bodies[key] = body
         self.queue.add(key)
 
-    def pod_changed(self, uid: str, key: GroupKey | None, deleted: bool) -> None:
-        previous = self._pod_group.pop(uid, None)
-        if key is not None and not deleted:
-            self._pod_group[uid] = key
-        for changed in {k for k in (previous, None if deleted else key) if k is not None}:
-            if changed not in self._final:
-                self.queue.add(changed)
+    def members_changed(self, key: GroupKey) -> None:
+        """A member of the group joined, left, or changed node, phase or owners."""
+        body = self._bodies.get(key)
+        # no object yet: its first event queues it; a final group never moves again
+        if body is not None and _phase(body) not in (FINISHED, FAILED):
+            self.queue.add(key)
 
     # ------------------------------------------------------------------ work
     async def run(self) -> None:
-        workers = [
-            asyncio.create_task(self._work(), name=f"podgroup-status-{i}") for i in range(self._workers)
-        ]
+        self._facts.add_group_listener(self.members_changed)
         try:
-            await asyncio.gather(*workers)
+            # counting the members of a half-listed cluster would write counts that are too low
+            await self._facts.synced.wait()
+            workers = [
+                asyncio.create_task(self._work(), name=f"podgroup-status-{i}") for i in range(self._workers)
+            ]
+            try:
+                await asyncio.gather(*workers)
+            finally:
+                for task in workers:
+                    task.cancel()
+                await asyncio.gather(*workers, return_exceptions=True)
         finally:
-            for task in workers:
-                task.cancel()
-            await asyncio.gather(*workers, return_exceptions=True)
+            self._facts.remove_group_listener(self.members_changed)
 
     async def _work(self) -> None:
         while True:
@@ -200,52 +232,55 @@ class PodGroupController:
                 self.queue.done(key)
 
     async def reconcile(self, key: GroupKey) -> None:
-        if self.members is None:
-            # counting before the pods are indexed would write counts that are too low
-            raise RuntimeError("the member index is not attached yet")
+        """One step of the group's status, written when it differs from the stored one."""
+        if not self._facts.synced.is_set():
+            raise RuntimeError("the pod facts are not synced yet")
+        body = self._bodies.get(key)
+        if body is None:
+            return
         try:
-            obj = await self._objects.get_namespaced_custom_object(
-                key.api_group, VERSION, key.namespace, PLURAL, key.name
-            )
-        except ApiException as err:
-            if err.status == 404:
-                return
-            raise
-        group = PodGroup.from_dict(obj)
+            group = PodGroup.from_dict(body)
+        except SpecError as err:
+            self._report_invalid(key, str(err))
+            return
         if group.spec_error is not None:
-            problem = str(group.spec_error)
-            if self._reported_invalid.get(key) != problem:
-                self._reported_invalid[key] = problem
-                logger.warning("PodGroup %s is invalid, its status is not updated: %s", key, problem)
+            self._report_invalid(key, str(group.spec_error))
             return
         self._reported_invalid.pop(key, None)
         previous = dict(group.status)
         if previous.get("phase") in (FINISHED, FAILED):
-            self._final.add(key)
             return
-        pods = sorted((Pod.from_dict(m) for m in self.members.get(key, ())), key=lambda p: p.name)
+        pods = self._facts.members(key)
+        # the owners of the member whose name sorts first: the same answer whatever the order
+        # the pods arrived in
+        first = [min(pods, key=lambda p: p.name)] if pods else []
         status = next_status(
-            key.api_group, group.min_member, previous, MemberCounts.of(pods), occupied_by(pods), time.time()
+            key.api_group, group.min_member, previous, MemberCounts.of(pods), occupied_by(first), time.time()
         )
         if status == previous:
             return
         logger.debug("PodGroup %s: status %s -> %s", key, previous, status)
+        patch: dict[str, Any] = {"status": status}
+        version = (body.get("metadata") or {}).get("resourceVersion")
+        if version:
+            # computed from this version: the apiserver refuses it (409) if the object moved on
+            patch["metadata"] = {"resourceVersion": version}
         try:
-            await self._objects.patch_namespaced_custom_object_status(
-                key.api_group,
-                VERSION,
-                key.namespace,
-                PLURAL,
-                key.name,
-                {"status": status},
-                _content_type=MERGE_PATCH,  # type: ignore[call-arg]  # accepted, missing from the stubs
-            )
-        except ApiException as err:
+            written = await self._api.request("PATCH", key.status_path, body=patch, content_type=MERGE_PATCH)
+        except ApiError as err:
             if err.status == 404:
                 return
             raise
+        if self._bodies.get(key) is body and written.get("metadata"):
+            # the next step starts from what was written, even before kopf's event of it arrives
+            self._bodies[key] = written
         if status.get("phase") != previous.get("phase"):
             logger.info("PodGroup %s: %s -> %s", key, previous.get("phase") or "(none)", status.get("phase"))
+
+    def _report_invalid(self, key: GroupKey, problem: str) -> None:
+        if self._reported_invalid.get(key) != problem:
+            self._reported_invalid[key] = problem
+            logger.warning("PodGroup %s is invalid, its status is not updated: %s", key, problem)
 
 
 def _controller(memo: Any) -> PodGroupController:
@@ -258,54 +293,20 @@ def _controller(memo: Any) -> PodGroupController:
 def register(registry: kopf.OperatorRegistry) -> None:
     """The PodGroup handlers; the operator's memo must hold a PodGroupController under MEMO_KEY."""
 
-    @kopf.index("pods", id=MEMBERS_INDEX, registry=registry)
-    def podgroup_members(
-        namespace: str | None,
-        name: str,
-        uid: str,
-        labels: Mapping[str, str],
-        annotations: Mapping[str, str],
-        meta: Mapping[str, Any],
-        spec: Mapping[str, Any],
-        status: Mapping[str, Any],
-        **_: Any,
-    ) -> dict[GroupKey, dict[str, Any]] | None:
-        key = group_of(namespace or "", labels, annotations)
-        if key is None:
-            return None
-        return {key: member_summary(key.namespace, name, uid, meta, spec, status)}
-
-    @kopf.on.startup(id="podgroup-attach-index", registry=registry)
-    def attach_member_index(memo: Any, **kwargs: Any) -> None:
-        _controller(memo).members = kwargs[MEMBERS_INDEX]
-
-    def podgroup_event(
+    async def podgroup_event(
         resource: kopf.Resource,
         namespace: str | None,
         name: str,
-        status: Mapping[str, Any],
+        body: kopf.Body,
         type: str | None,
         memo: Any,
         **_: Any,
     ) -> None:
-        phase = status.get("phase") if isinstance(status, Mapping) else None
         key = GroupKey(resource.group, namespace or "", name)
-        _controller(memo).podgroup_changed(key, phase, deleted=type == "DELETED")
+        # a plain copy: kopf's Body is a view, and the controller keeps the object
+        _controller(memo).podgroup_changed(key, None if type == "DELETED" else dict(body))
 
     for api_group in API_GROUPS:
         kopf.on.event(api_group, VERSION, PLURAL, id=f"podgroup-status-{api_group}", registry=registry)(
             podgroup_event
         )
-
-    @kopf.on.event("pods", id="podgroup-member-pods", registry=registry)
-    def member_pod_event(
-        namespace: str | None,
-        uid: str,
-        labels: Mapping[str, str],
-        annotations: Mapping[str, str],
-        type: str | None,
-        memo: Any,
-        **_: Any,
-    ) -> None:
-        key = group_of(namespace or "", labels, annotations)
-        _controller(memo).pod_changed(uid, key, deleted=type == "DELETED")

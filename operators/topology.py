@@ -1,8 +1,9 @@
 """ClusterNetworkTopology `status.detailStatus`, kept true as nodes come, go and change labels.
 
 Only the object named `default` is maintained (the scheduler reads no other). Every change to it
-or to a node's labels marks the status stale; it is recomputed from the spec and the indexed node
-labels at most once per `min_interval` and written only when it differs. A spec whose layers do not
+or to a node's labels (or the set of nodes) marks the status stale; it is recomputed from the spec
+and the node labels of `operators.facts.ClusterFacts` at most once per `min_interval`, never before
+the facts have synced, and written only when it differs. A spec whose layers do not
 form one chain gets condition `Valid=False` (reason `InvalidSpec`) and `status.message` naming the
 problem, loses its detailStatus (placement works without topology then), and is logged; both are
 cleared once the spec is fixed.
@@ -14,15 +15,14 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import kopf
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from koordpy.api.node import Node
 from koordpy.api.time import format_timestamp
+from koordpy.kubeapi.client import MERGE_PATCH, ApiError
 from koordpy.status.topology import (
     TopologySpecError,
     TopologyTree,
@@ -30,6 +30,10 @@ from koordpy.status.topology import (
     detail_status,
     parse_layer_chain,
 )
+from operators.podgroup import StatusApi
+
+if TYPE_CHECKING:
+    from operators.facts import ClusterFacts
 
 logger = logging.getLogger("koordpy.operators.topology")
 
@@ -39,12 +43,10 @@ PLURAL = "clusternetworktopologies"
 NAME = "default"
 VALID = "Valid"
 INVALID_SPEC = "InvalidSpec"
-MERGE_PATCH = "application/merge-patch+json"
+PATH = f"/apis/{GROUP}/{VERSION}/{PLURAL}/{NAME}"
 
 # where the handlers find the controller in kopf's memo
 MEMO_KEY = "topology"
-# the kopf index of node labels, by node name
-NODES_INDEX = "topology_node_labels"
 # how many excluded nodes a log line names
 _LOGGED_NODES = 10
 
@@ -98,24 +100,20 @@ def status_patch(
     return patch or None
 
 
-def _labels_fingerprint(labels: Mapping[str, str]) -> int:
-    return hash(frozenset(labels.items()))
-
-
 class TopologyController:
-    """Recomputes the `default` ClusterNetworkTopology's status; fed by the handlers of `register`."""
+    """Recomputes the `default` ClusterNetworkTopology's status when the handlers of `register`
+    report a change of the object or `facts` one of the nodes. `run` computes nothing before
+    `facts.synced` is set."""
 
     def __init__(
-        self, api: client.ApiClient, *, min_interval: float = 1.0, max_backoff: float = 30.0
+        self, api: StatusApi, facts: ClusterFacts, *, min_interval: float = 1.0, max_backoff: float = 30.0
     ) -> None:
-        self._objects = client.CustomObjectsApi(api)
+        self._api = api
+        self._facts = facts
         self._min_interval = min_interval
         self._max_backoff = max_backoff
-        # the kopf index of node labels; attached at operator startup
-        self.node_labels: Mapping[str, Iterable[Mapping[str, str]]] | None = None
         # the last tree built from a valid spec (None while the spec is broken or absent)
         self.tree: TopologyTree | None = None
-        self._seen: dict[str, int] = {}
         self._stale = asyncio.Event()
         self._reported_problem: str | None = None
         self._reported_excluded: Mapping[str, str] = {}
@@ -124,20 +122,19 @@ class TopologyController:
     def mark_stale(self) -> None:
         self._stale.set()
 
-    def node_changed(self, name: str, labels: Mapping[str, str], deleted: bool) -> None:
-        # Nodes change all the time (heartbeats, conditions); only their labels and their
-        # existence move them in the tree.
-        if deleted:
-            if self._seen.pop(name, None) is not None:
-                self.mark_stale()
-            return
-        fingerprint = _labels_fingerprint(labels)
-        if self._seen.get(name) != fingerprint:
-            self._seen[name] = fingerprint
-            self.mark_stale()
-
     # ------------------------------------------------------------------ work
     async def run(self) -> None:
+        self._facts.add_nodes_listener(self.mark_stale)
+        try:
+            # a tree of the nodes listed so far would be wrong until every node is in
+            await self._facts.synced.wait()
+            # the object's events may all have come before the nodes did
+            self.mark_stale()
+            await self._recompute_when_stale()
+        finally:
+            self._facts.remove_nodes_listener(self.mark_stale)
+
+    async def _recompute_when_stale(self) -> None:
         loop = asyncio.get_running_loop()
         last_run = -math.inf
         failures = 0
@@ -167,31 +164,25 @@ class TopologyController:
             else:
                 failures = 0
 
-    def _current_labels(self) -> dict[str, Mapping[str, str]]:
-        assert self.node_labels is not None
-        out: dict[str, Mapping[str, str]] = {}
-        for name, store in self.node_labels.items():
-            for labels in store:
-                out[name] = labels
-        return out
-
     async def reconcile(self) -> None:
-        if self.node_labels is None:
-            # a tree of the nodes seen so far would be wrong until every node is indexed
-            raise RuntimeError("the node index is not attached yet")
+        """Recompute the status from the stored spec and the nodes' labels; write it if it differs."""
+        if not self._facts.synced.is_set():
+            raise RuntimeError("the node facts are not synced yet")
         try:
-            obj = await self._objects.get_cluster_custom_object(GROUP, VERSION, PLURAL, NAME)
-        except ApiException as err:
+            obj = await self._api.request("GET", PATH)
+        except ApiError as err:
             if err.status == 404:
                 self.tree = None
                 self._reported_problem = None
                 return
             raise
-        spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
-        detail, tree, problem = compute_detail_status(spec, self._current_labels())
+        spec = obj.get("spec")
+        spec = spec if isinstance(spec, Mapping) else {}
+        detail, tree, problem = compute_detail_status(spec, self._facts.node_labels())
         self.tree = tree
         self._report(problem, tree)
-        current = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
+        current = obj.get("status")
+        current = current if isinstance(current, Mapping) else {}
         generation = (obj.get("metadata") or {}).get("generation")
         patch = status_patch(
             current, detail, problem, generation if isinstance(generation, int) else None, time.time()
@@ -199,15 +190,10 @@ class TopologyController:
         if patch is None:
             return
         try:
-            await self._objects.patch_cluster_custom_object_status(
-                GROUP,
-                VERSION,
-                PLURAL,
-                NAME,
-                {"status": patch},
-                _content_type=MERGE_PATCH,  # type: ignore[call-arg]  # accepted, missing from the stubs
+            await self._api.request(
+                "PATCH", f"{PATH}/status", body={"status": patch}, content_type=MERGE_PATCH
             )
-        except ApiException as err:
+        except ApiError as err:
             if err.status == 404:
                 return
             raise
@@ -256,20 +242,8 @@ def _controller(memo: Any) -> TopologyController:
 def register(registry: kopf.OperatorRegistry) -> None:
     """The topology handlers; the operator's memo must hold a TopologyController under MEMO_KEY."""
 
-    @kopf.index("nodes", id=NODES_INDEX, registry=registry)
-    def topology_node_labels(name: str, labels: Mapping[str, str], **_: Any) -> dict[str, dict[str, str]]:
-        return {name: dict(labels)}
-
-    @kopf.on.startup(id="topology-attach-index", registry=registry)
-    def attach_node_index(memo: Any, **kwargs: Any) -> None:
-        _controller(memo).node_labels = kwargs[NODES_INDEX]
-
-    @kopf.on.event("nodes", id="topology-nodes", registry=registry)
-    def node_event(name: str, labels: Mapping[str, str], type: str | None, memo: Any, **_: Any) -> None:
-        _controller(memo).node_changed(name, labels, deleted=type == "DELETED")
-
     @kopf.on.event(
         GROUP, VERSION, PLURAL, id="topology-object", field="metadata.name", value=NAME, registry=registry
     )
-    def topology_event(memo: Any, **_: Any) -> None:
+    async def topology_event(memo: Any, **_: Any) -> None:
         _controller(memo).mark_stale()

@@ -8,7 +8,8 @@ kube-scheduler uses) records them.
   writes, not a thousand.
 - Recording never waits: events go into a bounded queue, and when it is full they are dropped (and
   counted), as the broadcaster drops them, rather than pile up in memory or hold up bindings.
-- A few workers send them, so events never take more than a few of the apiserver connections.
+- A bounded number of workers send them, so events never take more than a few of the client's
+  connections.
 """
 
 from __future__ import annotations
@@ -31,13 +32,15 @@ REPORTING_CONTROLLER = "koordpy"
 EVENT_NOTE_LIMIT = 1024
 REPORTING_INSTANCE_LIMIT = 128
 # client-go's events broadcaster: series are refreshed this often and finished when not seen for
-# this long; at most this many events wait to be sent
+# this long
 SERIES_REFRESH_SECONDS = 30 * 60.0
 SERIES_FINISH_SECONDS = 6 * 60.0
-MAX_QUEUED_EVENTS = 1000
+# at most this many events wait to be sent (about 10 MB): a binding burst's Scheduled events fit
+MAX_QUEUED_EVENTS = 10_000
 # the cache of recent events is cleaned when series finish; this bounds it in between
 EVENT_CACHE_SIZE = 8192
-EVENT_WORKERS = 4
+# events in flight at once: enough to keep up with bindings, few of the client's connections
+EVENT_WORKERS = 16
 
 
 def pod_reference(pod: Pod | Mapping[str, Any]) -> dict[str, Any]:

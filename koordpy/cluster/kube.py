@@ -22,7 +22,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from koordpy.api.namespace import Namespace
 from koordpy.api.node import Node
@@ -42,7 +42,9 @@ from koordpy.kubeapi.client import (
 )
 from koordpy.kubeapi.informer import (
     ADD,
+    ALL_PODS,
     DELETE,
+    PODS,
     UPDATE,
     WATCHED,
     EventHandler,
@@ -52,6 +54,9 @@ from koordpy.kubeapi.informer import (
 )
 from koordpy.metrics import SchedulerMetrics
 from koordpy.scheduler import Scheduler
+
+if TYPE_CHECKING:
+    from operators.facts import ClusterFacts
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +87,21 @@ def node_scheduling_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> b
         or old.get("spec") != new.get("spec")
         or any(old_status.get(f) != new_status.get(f) for f in ("allocatable", "capacity", "images"))
         or _condition_states(old_status) != _condition_states(new_status)
+    )
+
+
+def assigned_pod_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Whether an update of a pod that stays on its node can matter to scheduling. After a pod is
+    bound, the kubelet (or KWOK) keeps updating its status (phase, conditions, IPs, container states);
+    none of it moves the pod or changes what it holds, and parsing each one again costs more than
+    the scheduling cycle that placed it. A finished pod is handled before this is asked."""
+    old_meta, new_meta = old.get("metadata") or {}, new.get("metadata") or {}
+    return (
+        old.get("spec") != new.get("spec")
+        or old_meta.get("labels") != new_meta.get("labels")
+        or old_meta.get("annotations") != new_meta.get("annotations")
+        or old_meta.get("deletionTimestamp") != new_meta.get("deletionTimestamp")
+        or old_meta.get("ownerReferences") != new_meta.get("ownerReferences")
     )
 
 
@@ -267,12 +287,20 @@ class KubeWorld:
             if action == ADD or (old is not None and is_finished(old)):
                 return
             action = DELETE
+        elif (
+            action == UPDATE
+            and old is not None
+            and (old.get("spec") or {}).get("nodeName")
+            and not assigned_pod_changed(old, obj)
+        ):
+            return
         pod = Pod.from_dict(obj)
         if action == ADD:
             self.scheduler.on_pod_add(pod)
         elif action == UPDATE:
             self.scheduler.on_pod_update(pod)
         else:
+            self.status.forget(pod.key)
             self.scheduler.on_pod_delete(pod)
         self._wake.set()
 
@@ -431,6 +459,8 @@ class KubeWorld:
         finally:
             self.metrics.bindings_in_flight.dec()
         self.metrics.binding("error" if error else "success", time.monotonic() - start)
+        if not error:
+            self.status.forget(pod.key)
         if error:
             log.info("binding %s to %s failed: %s", pod.key, b.node_name, error)
         else:
@@ -555,7 +585,9 @@ async def run(options: RunOptions) -> int:
             ),
             metrics,
         )
-    resources = WATCHED
+    # the embedded operators count finished members too, so the pods are watched whole; the
+    # scheduler still hears of a finished pod as a deletion
+    resources = tuple(ALL_PODS if r is PODS and options.operators else r for r in WATCHED)
     world = KubeWorld(
         api,
         scheduler,
@@ -564,6 +596,15 @@ async def run(options: RunOptions) -> int:
         leading=elector.is_leader if elector is not None else None,
         resources=resources,
     )
+    facts: ClusterFacts | None = None
+    if options.operators:
+        from operators.facts import ClusterFacts
+
+        # the operators read pods and nodes from the scheduler's own informers
+        facts = ClusterFacts()
+        world.pod_watchers.append(facts.on_pod)
+        world.node_watchers.append(facts.on_node)
+        world.on_synced.append(facts.synced.set)
     operators_stop = asyncio.Event()
     operators_task: asyncio.Task[None] | None = None
 
@@ -571,7 +612,7 @@ async def run(options: RunOptions) -> int:
         from operators import run_operators
 
         try:
-            await run_operators(options.kubeconfig, operators_stop, context=options.context)
+            await run_operators(options.kubeconfig, operators_stop, context=options.context, facts=facts)
         except Exception:  # the status operators failing must not stop the scheduling
             log.exception("the status operators stopped; the scheduler goes on without them")
 

@@ -3,9 +3,13 @@
 A scheduling verdict on a pending pod (PodScheduled=False with a reason, a nomination) only marks
 the pod. A few workers then write what the scheduler says of the pod *now*: one pending write per pod
 whatever the number of verdicts in between (the latest wins), nothing when the stored status already
-says it, and nothing at all once the pod is bound, being bound, or gone. A verdict that a gang is not
-complete yet settles for a moment first, since the missing members are usually on their way and the
-gang is bound before the write would have been useful.
+says it, and nothing at all once the pod is bound, being bound, or gone.
+
+A verdict that a gang is not complete yet settles for a moment first, since the missing members are
+usually on their way and the gang is bound before the write would have been useful. Once written,
+such a verdict is refreshed at most every few minutes: its message counts the members that exist, so
+it changes with every member that arrives, and rewriting every waiting member on every arrival is
+the square of the gang's size in writes.
 
 Bindings do not go through here: they are sent as soon as they are decided, each on its own, and
 only wait for a status write of the same pod that is already on the wire (so that a stale
@@ -37,8 +41,10 @@ from koordpy.kubeapi.client import (
 log = logging.getLogger(__name__)
 
 STATUS_WORKERS = 8
-# how long a "gang not complete yet" verdict waits before it is written
+# how long a "gang not complete yet" verdict waits before it is written, and how long one that was
+# written stands before a newer one replaces it
 GATE_SETTLE_SECONDS = 2.0
+GATE_REFRESH_SECONDS = 300.0
 
 
 class Verdicts(Protocol):
@@ -59,6 +65,7 @@ class _Mark:
     # None: leave status.nominatedNodeName alone; "": clear it; a name: set it
     nominated: str | None
     due: float
+    settling: bool
 
 
 class PodStatusWriter:
@@ -72,6 +79,7 @@ class PodStatusWriter:
         on_write: Callable[[str, bool], None] | None = None,
         workers: int = STATUS_WORKERS,
         settle: float = GATE_SETTLE_SECONDS,
+        refresh: float = GATE_REFRESH_SECONDS,
         now: Callable[[], float] = time.monotonic,
     ) -> None:
         self.api = api
@@ -81,7 +89,12 @@ class PodStatusWriter:
         self._on_write = on_write
         self._workers = workers
         self._settle = settle
+        self._refresh = refresh
         self._now = now
+        # when a settling verdict was last written for each pod that still waits
+        self._settled_at: dict[str, float] = {}
+        # marks held back until the last verdict written of their kind has stood long enough
+        self._parked: set[str] = set()
         self._marks: dict[str, _Mark] = {}
         # keys in the order they are due: those due now, and those settling (a fixed delay keeps
         # this one in due order too); an entry is live while its due time matches the mark's
@@ -95,20 +108,39 @@ class PodStatusWriter:
     def queued(self) -> int:
         return len(self._marks) + len(self._writing)
 
+    def _busy(self) -> bool:
+        """Whether anything but parked refreshes waits or is being written."""
+        return bool(self._writing) or len(self._marks) > len(self._parked)
+
     def mark(self, pod: Pod, *, nominated: str | None = None, settle: bool = False) -> None:
         key = pod.key
         old = self._marks.get(key)
         if nominated is None and old is not None:
             nominated = old.nominated
         due = self._now() + (self._settle if settle else 0.0)
+        parked = False
+        if settle and key in self._settled_at:
+            parked = self._settled_at[key] + self._refresh > due
+            due = max(due, self._settled_at[key] + self._refresh)
+        elif not settle:
+            self._settled_at.pop(key, None)
         if old is not None and old.due <= due:
             # already on its way, as early or earlier: only the latest view of the pod changes
             old.pod, old.nominated = pod, nominated
+            old.settling = old.settling and settle
             return
-        self._marks[key] = _Mark(pod, nominated, due)
+        self._marks[key] = _Mark(pod, nominated, due, settle)
+        if parked:
+            self._parked.add(key)
+        else:
+            self._parked.discard(key)
         (self._settling if settle else self._soon).append((due, key))
         self._idle.clear()
         self._wakeup.set()
+
+    def forget(self, key: str) -> None:
+        """The pod was bound or deleted: nothing more will be written for it."""
+        self._settled_at.pop(key, None)
 
     async def wait_written(self, key: str) -> None:
         """Until a write of this pod that is on the wire now has ended."""
@@ -117,6 +149,7 @@ class PodStatusWriter:
             await asyncio.shield(future)
 
     async def wait_idle(self, timeout: float) -> bool:
+        """Until every write due (all but the parked refreshes) was made (True), or `timeout`."""
         try:
             await asyncio.wait_for(self._idle.wait(), timeout)
         except TimeoutError:
@@ -162,13 +195,14 @@ class PodStatusWriter:
             key, next_due = self._take()
             if key is None:
                 self._wakeup.clear()
-                if not self._marks and not self._writing:
+                if not self._busy():
                     self._idle.set()
                 timeout = None if next_due is None else max(0.0, next_due - self._now())
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wakeup.wait(), timeout)
                 continue
             mark = self._marks.pop(key)
+            self._parked.discard(key)
             done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._writing[key] = done
             try:
@@ -187,12 +221,11 @@ class PodStatusWriter:
     async def _write(self, mark: _Mark) -> None:
         pod = mark.pod
         raw = self.stored(pod.key)
-        if raw is None or str((raw.get("metadata") or {}).get("uid") or "") != pod.uid:
+        moot = raw is None or str((raw.get("metadata") or {}).get("uid") or "") != pod.uid
+        if moot or (raw or {}).get("spec", {}).get("nodeName") or not self.verdicts.pending(pod.key):
+            self._settled_at.pop(pod.key, None)
             return
-        if (raw.get("spec") or {}).get("nodeName"):
-            return
-        if not self.verdicts.pending(pod.key):
-            return
+        assert raw is not None
         verdict = self.verdicts.condition_of(pod.key)
         reason, message = verdict if verdict is not None else ("", "")
         status = raw.get("status") or {}
@@ -224,6 +257,8 @@ class PodStatusWriter:
             ok = await self._patch(pod, patch, operation)
             if not ok:
                 return
+        if "conditions" in patch and mark.settling:
+            self._settled_at[pod.key] = self._now()
         if "conditions" in patch:
             self.events.record(pod_reference(pod), "Warning", "FailedScheduling", "Scheduling", message)
 

@@ -253,6 +253,11 @@ class Informer:
         return False
 
     def _deliver(self, kind: str, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata")
+        if isinstance(meta, dict):
+            # nobody here reads them, and they are often the largest part of an object: the store
+            # holds every pod of the cluster (kube-scheduler's informers drop them the same way)
+            meta.pop("managedFields", None)
         key = object_key(obj)
         old = self.store.get(key)
         events: list[tuple[str, dict[str, Any], dict[str, Any] | None]] = []

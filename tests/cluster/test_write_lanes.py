@@ -171,6 +171,30 @@ async def test_a_settled_verdict_is_written_once_with_its_event(lanes: Lanes) ->
     assert (event["reason"], event["regarding"]["name"]) == ("FailedScheduling", "g")
 
 
+async def test_a_waiting_gangs_condition_is_not_rewritten_as_its_members_arrive(lanes: Lanes) -> None:
+    raw = lanes.store["default/g"] = stored_pod("g")
+    for count in (1, 2, 3):
+        lanes.scheduler.conditions["default/g"] = (
+            "GangNotReady",
+            f"gang default/g has {count} of minMember 4 pods",
+        )
+        lanes.writer.mark(view(raw), settle=True)
+        await drain(lanes.writer, lanes.events)
+        # the informer shows the pod as written
+        for body in lanes.api.writes("PATCH", "/pods/g/status"):
+            raw["status"] = {**raw["status"], **body["status"]}
+    (patch,) = lanes.api.writes("PATCH", "/pods/g/status")
+    assert patch["status"]["conditions"][0]["message"] == "gang default/g has 1 of minMember 4 pods"
+    # a verdict of another kind is written at once
+    lanes.scheduler.conditions["default/g"] = (
+        "Unschedulable",
+        "0/4 nodes are available: 4 Insufficient cpu.",
+    )
+    lanes.writer.mark(view(raw))
+    await drain(lanes.writer, lanes.events)
+    assert len(lanes.api.writes("PATCH", "/pods/g/status")) == 2
+
+
 async def test_nomination_is_written_without_a_condition(lanes: Lanes) -> None:
     raw = lanes.store["default/p"] = stored_pod("p")
     lanes.writer.mark(view(raw), nominated="n3")

@@ -8,6 +8,10 @@ or fail when ``CI=true``.
 ``kube_api`` (function): a kubernetes_asyncio ``ApiClient`` for the admin user,
 built from its own ``Configuration()``.
 
+``audited_control_plane`` (module): a control plane of the module's own whose
+kube-apiserver keeps an audit log, with the module's ``AUDIT_POLICY`` (default:
+``tests.support.audit.scheduler_writes_policy()``).
+
 Every test in this directory is marked ``e2e``, and its async tests run in the
 session event loop (the loop async fixtures use, see pyproject.toml).
 """
@@ -25,6 +29,7 @@ from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 from pytest_asyncio import is_async_test
 
+from tests.support.audit import scheduler_writes_policy
 from tests.support.ci import in_ci, shout
 from tests.support.controlplane import (
     BUILD_SCRIPT,
@@ -96,6 +101,23 @@ def control_plane(request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
     except ControlPlaneError as exc:
         cp.stop()
         pytest.fail(f"starting the control plane failed: {exc}", pytrace=False)
+    try:
+        yield cp
+    finally:
+        cp.stop()
+
+
+@pytest.fixture(scope="module")
+def audited_control_plane(request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
+    _ensure_binaries(request)
+    policy = getattr(request.module, "AUDIT_POLICY", None) or scheduler_writes_policy()
+    cp = ControlPlane(audit_policy=policy)
+    try:
+        cp.start()
+        cp.apply_crds(sorted(CRD_DIR.glob("*.yaml")))
+    except ControlPlaneError as exc:
+        cp.stop()
+        pytest.fail(f"starting the audited control plane failed: {exc}", pytrace=False)
     try:
         yield cp
     finally:

@@ -683,14 +683,11 @@ async def test_the_charts_rbac_is_enough_for_koordpy(
         await scheduling.create_priority_class(
             client.V1PriorityClass(metadata=client.V1ObjectMeta(name=name), value=value)
         )
-    logs = {"run": tmp_path / "run.log", "operators": tmp_path / "operators.log"}
+    # `koordpy run` embeds the status operators: one process does everything the chart deploys
+    logs = {"run": tmp_path / "run.log"}
     try:
-        with (
-            koordpy_process("run", args, logs["run"]) as run,
-            # the operators on their own too, for as long as `koordpy run` does not embed them
-            koordpy_process("operators", ["--kubeconfig", str(kubeconfig)], logs["operators"]) as operators,
-        ):
-            processes = {"run": run, "operators": operators}
+        with koordpy_process("run", args, logs["run"]) as run:
+            processes = {"run": run}
             await _exercise(core, custom, kube_api, ns, scheduler, suffix, low, high, processes, logs)
 
             lease = await client.CoordinationV1Api(kube_api).read_namespaced_lease(installed["lease"], ns)

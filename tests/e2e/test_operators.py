@@ -1,7 +1,8 @@
 """The operators against the real test control plane: PodGroup status for both API groups as member
 pods are created, bound and run (KWOK runs them), the ClusterNetworkTopology's detailStatus for the
 seed's spine/block example as nodes are relabelled and removed, a broken spec reported on the object,
-and `koordpy operators` as its own process.
+the operators fed pod and node facts by their caller (as `koordpy run` embeds them), and
+`koordpy operators` as its own process.
 
 The operators run in-process on the test's event loop, except in the last test."""
 
@@ -22,7 +23,11 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from koordpy.kubeapi import Informer, KubeApi, Resource
+from koordpy.kubeapi.informer import NODES
 from operators import run_operators
+from operators.facts import ClusterFacts
+from operators.podgroup import GroupKey
 from tests.support.controlplane import KWOK_NODE_ANNOTATION, KWOK_NODE_ANNOTATION_VALUE, ControlPlane
 from tests.support.polling import eventually as poll
 from tests.topology.test_detail_status import SEED_DETAIL_STATUS, SEED_NODE_LABELS
@@ -46,8 +51,9 @@ async def eventually(
 # ---------------------------------------------------------------------------------------------- fixtures
 @pytest.fixture
 async def operators(control_plane: ControlPlane) -> AsyncIterator[None]:
-    """The operators embedded on the test's loop, as `koordpy run` embeds them; on the way out,
-    checks that they leave the loop as they found it (signal handlers, no tasks left behind)."""
+    """The operators on the test's loop, as `koordpy run` embeds them, with pod and node informers
+    of their own (no ClusterFacts given); on the way out, checks that they leave the loop as they
+    found it (signal handlers, no tasks left behind)."""
     sigint, sigterm = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
     tasks_before = asyncio.all_tasks()
     stop, ready = asyncio.Event(), asyncio.Event()
@@ -225,6 +231,89 @@ async def test_podgroup_runs_when_its_members_run(
 
     after = await eventually(one_left, what=f"{group} to count one running member")
     assert after["phase"] == ("Scheduling" if api_group == "scheduling.sigs.k8s.io" else "Pending")
+
+
+async def test_embedded_operators_count_the_members_their_caller_feeds(
+    control_plane: ControlPlane,
+    core: client.CoreV1Api,
+    objects: client.CustomObjectsApi,
+    namespace: str,
+    kwok_nodes: list[str],
+) -> None:
+    """`koordpy run`'s way: the caller's informers feed a ClusterFacts and say when it is synced;
+    the operators count nothing before."""
+    api_group, group = "scheduling.sigs.k8s.io", _name("fed")
+    key = GroupKey(api_group, namespace, group)
+    await objects.create_namespaced_custom_object(
+        api_group,
+        "v1alpha1",
+        namespace,
+        "podgroups",
+        {
+            "apiVersion": f"{api_group}/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": group},
+            "spec": {"minMember": 2},
+        },
+    )
+    pods = [f"{group}-{i}" for i in range(2)]
+    for pod in pods:
+        await core.create_namespaced_pod(
+            namespace, member_pod(pod, {"pod-group.scheduling.sigs.k8s.io": group}, owner="train")
+        )
+
+    async def status() -> dict[str, Any]:
+        obj = await objects.get_namespaced_custom_object(api_group, "v1alpha1", namespace, "podgroups", group)
+        return dict(obj.get("status") or {})
+
+    facts = ClusterFacts()
+    api = await KubeApi.connect(str(control_plane.kubeconfig))
+    # every pod, finished ones too: the status counts succeeded and failed members
+    informers = [
+        Informer(api, Resource("Pod", "v1", "pods"), facts.on_pod),
+        Informer(api, NODES, facts.on_node),
+    ]
+    feeding: list[asyncio.Task[None]] = []
+    stop, ready = asyncio.Event(), asyncio.Event()
+    operators = asyncio.create_task(
+        run_operators(str(control_plane.kubeconfig), stop, ready, facts=facts), name="embedded operators"
+    )
+    try:
+        # the facts are not synced: the PodGroup is seen, but no status is computed for it
+        await asyncio.sleep(3)
+        assert not ready.is_set()
+        assert await status() == {}
+
+        feeding = [asyncio.create_task(i.run(), name=f"test {i.resource.plural}") for i in informers]
+        for informer in informers:
+            await asyncio.wait_for(informer.synced.wait(), 30)
+        facts.synced.set()
+        await asyncio.wait_for(ready.wait(), 30)
+        assert sorted(p.name for p in facts.members(key)) == pods
+
+        async def phase_is(phase: str) -> dict[str, Any] | None:
+            current = await status()
+            return current if current.get("phase") == phase else None
+
+        waiting = await eventually(lambda: phase_is("Scheduling"), what=f"{group} to wait for its members")
+        assert waiting["occupiedBy"] == f"{namespace}/train"
+        assert waiting["scheduled"] == 0
+        for pod, node in zip(pods, kwok_nodes):
+            await bind(core, namespace, pod, node)
+        running = await eventually(lambda: phase_is("Running"), what=f"{group} to be Running")
+        assert (running["scheduled"], running["running"], running["succeeded"], running["failed"]) == (
+            2,
+            2,
+            0,
+            0,
+        )
+    finally:
+        stop.set()
+        await asyncio.wait_for(operators, 30)
+        for task in feeding:
+            task.cancel()
+        await asyncio.gather(*feeding, return_exceptions=True)
+        await api.close()
 
 
 # ---------------------------------------------------------------------------------------------- topology

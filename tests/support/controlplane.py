@@ -16,6 +16,10 @@ PyYAML (only for :meth:`ControlPlane.apply_crds`)::
 
 Set ``KOORDPY_KEEP_CONTROLPLANE=1`` to keep the working directory (PKI,
 kubeconfig, process logs) after :meth:`ControlPlane.stop` for debugging.
+
+``ControlPlane(audit_policy=...)`` starts kube-apiserver with that audit policy
+and a JSON audit log at ``cp.audit_log`` (``tests/support/audit.py`` has a
+policy for a scheduler's writes and the reader); without it nothing is audited.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -366,6 +370,7 @@ class ControlPlane:
     - ``ca_file``, ``client_cert``, ``client_key``: the PEM files behind it
     - ``etcd_url``: ``http://127.0.0.1:<port>``
     - ``workdir``: the temporary directory holding PKI, configs and process logs
+    - ``audit_log``: the kube-apiserver's JSON audit log (only with ``audit_policy``)
     """
 
     def __init__(
@@ -377,8 +382,10 @@ class ControlPlane:
         kwok_args: Sequence[str] = (),
         start_timeout: float = 90.0,
         keep_workdir: bool | None = None,
+        audit_policy: Mapping[str, Any] | None = None,
     ) -> None:
         self.bin_dir = Path(binaries) if binaries else bin_dir()
+        self.audit_policy = dict(audit_policy) if audit_policy is not None else None
         self.with_kwok = kwok
         self.extra_apiserver_args = list(apiserver_args)
         self.extra_kwok_args = list(kwok_args)
@@ -395,6 +402,8 @@ class ControlPlane:
         self.apiserver_port = 0
         self.kubeconfig: Path | None = None
         self.kwok_kubeconfig: Path | None = None
+        # the JSON audit log, when started with an audit policy
+        self.audit_log: Path | None = None
         self._etcd: _Process | None = None
         self._apiserver: _Process | None = None
         self._kwok: _Process | None = None
@@ -593,12 +602,31 @@ class ControlPlane:
             # On SIGTERM: drain ordinary requests, then give long-running ones
             # (watches) 2s instead of the default 60s before exiting.
             "--shutdown-send-retry-after=true",
+            *self._audit_args(),
             *self.extra_apiserver_args,
         ]
         proc = _Process("kube-apiserver", args, self.workdir / "kube-apiserver.log")
         self._apiserver = proc
         self._launch(proc)
         self._wait_apiserver_ready(proc)
+
+    def _audit_args(self) -> list[str]:
+        if self.audit_policy is None:
+            return []
+        assert self.workdir is not None
+        policy = self.workdir / "audit-policy.yaml"
+        # JSON is valid YAML
+        policy.write_text(json.dumps(self.audit_policy, indent=2) + "\n")
+        self.audit_log = self.workdir / "audit.log"
+        return [
+            f"--audit-policy-file={policy}",
+            f"--audit-log-path={self.audit_log}",
+            "--audit-log-format=json",
+            # each event is written as its request completes, not batched for later
+            "--audit-log-mode=blocking",
+            # a rotated log would hide writes from a reader of this one file
+            "--audit-log-maxsize=4096",
+        ]
 
     def _wait_apiserver_ready(self, proc: _Process) -> None:
         def ready() -> bool:

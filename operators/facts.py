@@ -1,0 +1,177 @@
+"""The pod and node facts the operators' status needs, fed by informer events.
+
+`ClusterFacts` keeps, per PodGroup, a small view of each member pod (name, node, phase, owners:
+what `koordpy.status.podgroup` counts, not the whole pod), and the labels of every node (what the
+network topology is built from). Each event costs O(1) besides the pod's own labels and owners,
+and an event that changes nothing the status reads (a pod's conditions, a node's heartbeat)
+notifies nobody.
+
+Whoever feeds it sets `synced` once the initial lists of pods and nodes have been delivered; the
+controllers reconcile nothing before that, since counting a half-listed cluster writes wrong
+status. Finished pods (Succeeded, Failed) must be fed too: a PodGroup counts its succeeded and
+failed members, so a feed that drops them (as a field selector on the phase would) loses them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from koordpy.api.pod import Pod
+from koordpy.kubeapi.informer import DELETE
+from operators.podgroup import GroupKey, group_of, member_summary
+
+__all__ = ["ClusterFacts", "GroupListener", "NodesListener"]
+
+# told the PodGroup whose members changed (one joined, left, or changed node, phase or owners)
+GroupListener = Callable[[GroupKey], None]
+# told that the set of nodes or the labels of one changed
+NodesListener = Callable[[], None]
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    # decoded JSON is made of plain dicts: that check is much cheaper than the ABC's
+    if type(value) is dict or isinstance(value, Mapping):
+        return value
+    return {}
+
+
+def _same_member(
+    known: Pod, meta: Mapping[str, Any], spec: Mapping[str, Any], status: Mapping[str, Any]
+) -> bool:
+    """Whether the pod still reads as the member view `known` (of the same uid, so of the same
+    name): most pod updates (conditions, annotations, container states) change nothing counted,
+    and are told apart here without building a view."""
+    if known.node_name != (spec.get("nodeName") or "") or known.phase != (status.get("phase") or "Pending"):
+        return False
+    owners = tuple(
+        (
+            str(ref.get("kind", "")),
+            str(ref.get("name", "")),
+            str(ref.get("uid", "")),
+            bool(ref.get("controller", False)),
+        )
+        for ref in meta.get("ownerReferences") or ()
+        if isinstance(ref, Mapping)
+    )
+    return owners == tuple((o.kind, o.name, o.uid, o.controller) for o in known.owners)
+
+
+class ClusterFacts:
+    """Member pods by PodGroup and node labels by node name, kept from informer events.
+
+    `on_pod` and `on_node` take an informer's (action, object, previous object) with action
+    "Add", "Update" or "Delete" (for "Delete", the last known object). Listeners are called
+    synchronously from those calls, so they must only take note (queue a key, set a flag)."""
+
+    def __init__(self) -> None:
+        # set by the feeder once the initial pod and node lists are in
+        self.synced = asyncio.Event()
+        # member views by group, each keyed by pod uid
+        self._groups: dict[GroupKey, dict[str, Pod]] = {}
+        # the group each member pod is in, so that a pod that moves or goes leaves the old one
+        self._group_of_pod: dict[str, GroupKey] = {}
+        self._node_labels: dict[str, dict[str, str]] = {}
+        self._group_listeners: list[GroupListener] = []
+        self._nodes_listeners: list[NodesListener] = []
+
+    # ------------------------------------------------------------------ listeners
+    def add_group_listener(self, listener: GroupListener) -> None:
+        self._group_listeners.append(listener)
+
+    def remove_group_listener(self, listener: GroupListener) -> None:
+        if listener in self._group_listeners:
+            self._group_listeners.remove(listener)
+
+    def add_nodes_listener(self, listener: NodesListener) -> None:
+        self._nodes_listeners.append(listener)
+
+    def remove_nodes_listener(self, listener: NodesListener) -> None:
+        if listener in self._nodes_listeners:
+            self._nodes_listeners.remove(listener)
+
+    def _group_changed(self, key: GroupKey) -> None:
+        for listener in list(self._group_listeners):
+            listener(key)
+
+    def _nodes_changed(self) -> None:
+        for listener in list(self._nodes_listeners):
+            listener()
+
+    # ------------------------------------------------------------------ pods
+    def on_pod(self, action: str, obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> None:
+        """Take note of a pod event. A pod joins the group it names, leaves the one it named
+        before (when it names another or none, or is deleted), and its group hears of it only
+        when its membership, node, phase or owners changed."""
+        meta = _mapping(obj.get("metadata"))
+        uid = str(meta.get("uid") or "")
+        if not uid:
+            return
+        previous = self._group_of_pod.get(uid)
+        key: GroupKey | None = None
+        if action != DELETE:
+            key = group_of(
+                str(meta.get("namespace") or ""),
+                _mapping(meta.get("labels")),
+                _mapping(meta.get("annotations")),
+            )
+        if key is None:
+            if previous is not None:
+                self._leave(uid, previous)
+                self._group_changed(previous)
+            return
+        spec, status = _mapping(obj.get("spec")), _mapping(obj.get("status"))
+        if previous == key:
+            if _same_member(self._groups[key][uid], meta, spec, status):
+                return
+        elif previous is not None:
+            self._leave(uid, previous)
+            self._group_changed(previous)
+        summary = member_summary(key.namespace, str(meta.get("name") or ""), uid, meta, spec, status)
+        self._group_of_pod[uid] = key
+        self._groups.setdefault(key, {})[uid] = Pod.from_dict(summary)
+        self._group_changed(key)
+
+    def _leave(self, uid: str, key: GroupKey) -> None:
+        del self._group_of_pod[uid]
+        members = self._groups.get(key)
+        if members is not None:
+            members.pop(uid, None)
+            if not members:
+                del self._groups[key]
+
+    def members(self, key: GroupKey) -> tuple[Pod, ...]:
+        """The views of the group's member pods (metadata, spec.nodeName, status.phase and owner
+        references only), in no particular order."""
+        members = self._groups.get(key)
+        return tuple(members.values()) if members else ()
+
+    def group_of_pod(self, uid: str) -> GroupKey | None:
+        """The group the pod with this uid is a member of, if any."""
+        return self._group_of_pod.get(uid)
+
+    # ------------------------------------------------------------------ nodes
+    def on_node(self, action: str, obj: Mapping[str, Any], old: Mapping[str, Any] | None) -> None:
+        """Take note of a node event. Nodes are updated all the time (heartbeats, conditions);
+        only their existence and their labels matter here, so any other update costs one
+        comparison of the labels and notifies nobody."""
+        meta = _mapping(obj.get("metadata"))
+        name = str(meta.get("name") or "")
+        if not name:
+            return
+        if action == DELETE:
+            if self._node_labels.pop(name, None) is not None:
+                self._nodes_changed()
+            return
+        labels = _mapping(meta.get("labels"))
+        known = self._node_labels.get(name)
+        # a dict compares with a dict entry by entry; anything else is copied first
+        if known is not None and known == (labels if isinstance(labels, dict) else dict(labels)):
+            return
+        self._node_labels[name] = {str(k): str(v) for k, v in labels.items()}
+        self._nodes_changed()
+
+    def node_labels(self) -> Mapping[str, Mapping[str, str]]:
+        """The labels of every known node, by node name (a live view: read it, do not keep it)."""
+        return self._node_labels
