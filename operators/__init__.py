@@ -21,7 +21,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import kopf
@@ -133,12 +133,13 @@ def _quiet_event_handler_logs() -> None:
 
 
 @contextlib.contextmanager
-def _signal_handlers_kept() -> Iterator[None]:
+def _signal_handlers_kept(handler: Callable[[], object] | None = None) -> Iterator[None]:
     """Undo the SIGINT/SIGTERM handlers kopf installs on startup: they would stop kopf alone and
-    take the signals from the program that embeds it."""
+    take the signals from the program that embeds it. `handler` is that program's own handler, put
+    back in their place; without it the loop's previous handlers are looked up (only asyncio's own
+    loop lets them be read)."""
     loop = asyncio.get_running_loop()
     watched = (signal.SIGINT, signal.SIGTERM)
-    # asyncio keeps the loop's handlers in a private map; without it only Python handlers return
     loop_handlers = dict(getattr(loop, "_signal_handlers", None) or {})
     python_handlers = {sig: signal.getsignal(sig) for sig in watched}
     try:
@@ -150,7 +151,9 @@ def _signal_handlers_kept() -> Iterator[None]:
                     loop.remove_signal_handler(sig)
                 handle = loop_handlers.get(sig)
                 callback = getattr(handle, "_callback", None)
-                if callback is not None:
+                if handler is not None:
+                    loop.add_signal_handler(sig, handler)
+                elif callback is not None:
                     loop.add_signal_handler(sig, callback, *getattr(handle, "_args", ()))
                 elif python_handlers[sig] is not None:
                     signal.signal(sig, python_handlers[sig])
@@ -234,8 +237,12 @@ async def run_operators(
     context: str | None = None,
     facts: ClusterFacts | None = None,
     shutdown_timeout: float = 10.0,
+    signal_handler: Callable[[], object] | None = None,
 ) -> None:
     """Run the operators on the running event loop until `stop` is set.
+
+    `signal_handler` is the program's own handler of SIGINT and SIGTERM: kopf installs its own at
+    startup, and this one is put back in their place.
 
     With `facts`, the pods and nodes come from it alone: the caller feeds it (`on_pod`, `on_node`
     for every informer event, finished pods included) and sets its `synced` once its initial lists
@@ -245,7 +252,7 @@ async def run_operators(
     `ready` is set once kopf has started (its handlers then receive the PodGroups and the
     ClusterNetworkTopology) and the facts have synced. Returns after kopf, the informers and the
     status workers have stopped; raises when they stop by themselves (a failed login, say). Never
-    installs signal handlers and never cancels tasks it did not start."""
+    leaves signal handlers of its own and never cancels tasks it did not start."""
     configuration = await load_client_configuration(kubeconfig, context)
     _quiet_event_handler_logs()
     registry = kopf.OperatorRegistry()
@@ -257,7 +264,7 @@ async def run_operators(
 
     api = KubeApi(configuration)
     try:
-        await _run_with(api, registry, stop, ready, facts, shutdown_timeout)
+        await _run_with(api, registry, stop, ready, facts, shutdown_timeout, signal_handler)
     finally:
         await api.close()
 
@@ -269,6 +276,7 @@ async def _run_with(
     ready: asyncio.Event | None,
     given_facts: ClusterFacts | None,
     shutdown_timeout: float,
+    signal_handler: Callable[[], object] | None,
 ) -> None:
     facts = given_facts if given_facts is not None else ClusterFacts()
     podgroups = PodGroupController(api, facts)
@@ -276,7 +284,7 @@ async def _run_with(
     memo = kopf.Memo({podgroup.MEMO_KEY: podgroups, topology.MEMO_KEY: topologies})
     kopf_stop = asyncio.Event()
     kopf_ready = asyncio.Event()
-    with _signal_handlers_kept():
+    with _signal_handlers_kept(signal_handler):
         root_tasks = set(
             await kopf.spawn_tasks(
                 registry=registry,
@@ -314,7 +322,7 @@ def main(kubeconfig: str | None, context: str | None = None) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        await run_operators(kubeconfig, stop, context=context)
+        await run_operators(kubeconfig, stop, context=context, signal_handler=stop.set)
 
     try:
         asyncio.run(serve())

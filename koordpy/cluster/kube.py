@@ -612,7 +612,13 @@ async def run(options: RunOptions) -> int:
         from operators import run_operators
 
         try:
-            await run_operators(options.kubeconfig, operators_stop, context=options.context, facts=facts)
+            await run_operators(
+                options.kubeconfig,
+                operators_stop,
+                context=options.context,
+                facts=facts,
+                signal_handler=stop.set,
+            )
         except Exception:  # the status operators failing must not stop the scheduling
             log.exception("the status operators stopped; the scheduler goes on without them")
 

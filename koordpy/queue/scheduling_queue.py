@@ -255,6 +255,8 @@ class SchedulingQueue:
             self._push_backoff(info)
             return
         self.where[key] = UNSCHEDULABLE
+        # re-inserted, so that the pool stays in the order pods entered it (see flush)
+        self._unschedulable_since.pop(key, None)
         self._unschedulable_since[key] = now
 
     def requeue_immediately(self, info: QueuedPodInfo) -> None:
@@ -358,20 +360,34 @@ class SchedulingQueue:
             heapq.heappop(self._backoff)
             self._enqueue(info)
         limit = self.settings.max_unschedulable_seconds
-        for key, since in list(self._unschedulable_since.items()):
-            if now - since >= limit and self.where.get(key) == UNSCHEDULABLE:
+        # the pool is kept in the order pods entered it, so the scan stops at the first one that
+        # has not been there long enough: a tick costs what it moves, not the size of the pool
+        overdue: list[str] = []
+        for key, since in self._unschedulable_since.items():
+            if now - since < limit:
+                break
+            overdue.append(key)
+        for key in overdue:
+            if self.where.get(key) == UNSCHEDULABLE:
                 self._requeue_after_event(self.infos[key])
+            else:
+                self._unschedulable_since.pop(key, None)
 
     def next_deadline(self, include_flush: bool = True) -> float | None:
         """When flush() will next have something to do (`include_flush` False: leave out the
         periodic flush of the unschedulable pool)."""
         times: list[float] = []
-        # called only when the scheduler is idle, so a scan of the heap is fine
-        live = [e for e, s, i in self._backoff if self.where.get(i.key) == BACKOFF and i.seq == s]
-        if live:
-            times.append(min(live))
+        while self._backoff:
+            expiry, seq, info = self._backoff[0]
+            if self.where.get(info.key) == BACKOFF and info.seq == seq and self.infos.get(info.key) is info:
+                times.append(expiry)
+                break
+            heapq.heappop(self._backoff)
         if include_flush and self._unschedulable_since:
-            times.append(min(self._unschedulable_since.values()) + self.settings.max_unschedulable_seconds)
+            # the oldest entry is the first: the pool is kept in the order pods entered it
+            times.append(
+                next(iter(self._unschedulable_since.values())) + self.settings.max_unschedulable_seconds
+            )
         return min(times) if times else None
 
     def pending(self, where: str | None = None) -> list[QueuedPodInfo]:

@@ -568,6 +568,11 @@ def test_no_pod_gets_more_than_one_status_write(scale_run: ScaleRun) -> None:
     assert not wrong, f"pods with more than one pods/status write {_few(wrong)}\n{scale_run.table}"
 
 
+def test_koordpy_stops_cleanly_on_sigterm_after_the_load(scale_run: ScaleRun) -> None:
+    # exit 0 on SIGTERM is kube-scheduler's contract, and what a Deployment's rollout relies on
+    assert scale_run.koordpy_exit == 0, f"koordpy exit status {scale_run.koordpy_exit}"
+
+
 def test_gang_annotations_need_no_write_to_pod_metadata(scale_run: ScaleRun) -> None:
     metadata = [w for w in scale_run.koordpy_writes() if w.resource == "pods" and w.subresource == ""]
     assert not metadata, (

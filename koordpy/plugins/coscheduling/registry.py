@@ -266,5 +266,9 @@ class GangRegistry:
 
     def next_deadline(self) -> float | None:
         now = self.clock.now()
-        times = [g.backoff_until for g in self.gangs.values() if g.backoff_until > now]
+        times = [
+            gang.backoff_until
+            for gid in self._backing_off
+            if (gang := self.gangs.get(gid)) is not None and gang.backoff_until > now
+        ]
         return min(times) if times else None
