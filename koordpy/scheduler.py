@@ -8,8 +8,9 @@ drains `outbox` and carries out each decision, and reports binding results with 
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -163,6 +164,8 @@ class Scheduler:
         self._next_start = 0
         self._waiting_info: dict[str, tuple[QueuedPodInfo, Profile]] = {}
         self.bindings: dict[str, Binding] = {}
+        # pending pods heard of during a bulk delivery, queued when it ends (see bulk)
+        self._deferred: dict[str, None] | None = None
         self._observe_plugins = False
         # the cycle state and diagnosis of the last attempt that found no node
         self._last_failure: tuple[CycleState, Diagnosis] | None = None
@@ -200,6 +203,8 @@ class Scheduler:
 
     def _recheck_gates(self) -> None:
         """Let the gating plugins name the gated pods whose verdict may have changed."""
+        if self._deferred is not None:
+            return  # bulk ends with one check
         keys: set[str] = set()
         for profile in self.profiles.values():
             for plugin in profile.gate_wakers:
@@ -249,14 +254,41 @@ class Scheduler:
             return
         if not self.serves(pod) or pod.is_terminal or pod.deletion_ts is not None:
             return
+        if self._deferred is not None:
+            self._deferred[pod.key] = None
+            return
+        self._enqueue(pod)
+        # a new pending pod can open the gate of pods waiting for it (a gang reaching its minimum)
+        self._recheck_gates()
+
+    def _enqueue(self, pod: Pod) -> None:
         if pod.nominated_node_name:
             self.nominator.add(pod, pod.nominated_node_name)
         if pod.spec_error is not None:
             self._invalid(pod, str(pod.spec_error))
             return
         self.queues[pod.scheduler_name].add(pod)
-        # a new pending pod can open the gate of pods waiting for it (a gang reaching its minimum)
-        self._recheck_gates()
+
+    @contextlib.contextmanager
+    def bulk(self) -> Iterator[None]:
+        """Many objects at once (an informer's initial lists, a scenario): pending pods join their
+        queues at the end, once every pod is known, so each is judged once on complete data (a
+        gang's gate sees all its members) rather than once for every member that came before it."""
+        if self._deferred is not None:
+            yield
+            return
+        self._deferred = {}
+        try:
+            yield
+        finally:
+            deferred, self._deferred = self._deferred, None
+            for key in deferred:
+                pod = self.pods.get(key)
+                if pod is None or pod.node_name or pod.is_terminal or pod.deletion_ts is not None:
+                    continue
+                if self.serves(pod) and key not in self.queues[pod.scheduler_name].infos:
+                    self._enqueue(pod)
+            self._recheck_gates()
 
     def on_pod_update(self, pod: Pod) -> None:
         old = self.pods.get(pod.key)
@@ -271,6 +303,8 @@ class Scheduler:
             return
         if not self.serves(pod):
             return
+        if self._deferred is not None and pod.key in self._deferred:
+            return  # queued with its latest view when the bulk ends
         if self.cache.is_assumed(pod.key):
             return  # our own binding is in flight; the bound pod will arrive as an update
         if pod.spec_error is not None:

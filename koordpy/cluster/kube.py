@@ -213,8 +213,9 @@ class KubeWorld:
         await asyncio.gather(*(i.synced.wait() for i in self.informers.values()))
         # kinds first (in WATCHED order), pods last: a pod arrives to a cache that knows its node,
         # its namespace and its PodGroup
-        for informer in sorted(self.informers.values(), key=lambda i: i.resource.kind == "Pod"):
-            informer.release()
+        with self.scheduler.bulk():
+            for informer in sorted(self.informers.values(), key=lambda i: i.resource.kind == "Pod"):
+                informer.release()
         log.info(
             "caches synced: %s", ", ".join(f"{len(i.store)} {r.label}" for r, i in self.informers.items())
         )

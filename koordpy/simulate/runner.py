@@ -52,8 +52,9 @@ def build_world(scenario: Scenario, config: SchedulerConfiguration) -> MemoryClu
         scheduler.on_object("ClusterNetworkTopology", "Add", topology)
     for hook in SETUP_HOOKS:
         hook(world, scenario)
-    for pod in scenario.pods:
-        world.add_pod(pod)
+    with scheduler.bulk():
+        for pod in scenario.pods:
+            world.add_pod(pod)
     return world
 
 

@@ -12,6 +12,7 @@ import pytest
 from koordpy.cluster.memory import MemoryCluster
 from koordpy.config.models import default_configuration
 from koordpy.framework.clock import VirtualClock
+from koordpy.framework.effects import PodUnschedulable
 from koordpy.plugins import registry
 from koordpy.scheduler import Scheduler
 from tests.builders import make_node, pod_dict
@@ -193,3 +194,24 @@ def test_a_gated_pod_is_not_checked_again_for_other_gangs_members() -> None:
         world.add_pod(member(f"other-{i}", labels={X_K8S_LABEL: "other"})[1])
     settle(world)
     assert "waits-0" not in checked
+
+
+@pytest.mark.parametrize(
+    "podgroup_first", [True, False], ids=["podgroup-listed-first", "podgroup-listed-last"]
+)
+def test_a_gang_listed_at_once_is_judged_on_all_its_members(podgroup_first: bool) -> None:
+    """What an informer lists at start-up arrives as one bulk: no member is told the gang is
+    incomplete (nor written so) because its siblings came later in the same list."""
+    world = new_world()
+    group = podgroup("scheduling.x-k8s.io", "g", 4)
+    with world.scheduler.bulk():
+        if podgroup_first:
+            world.scheduler.on_object("PodGroup", "Add", group)
+        for _, raw in x_k8s_members("g", 4):
+            world.add_pod(raw)
+        if not podgroup_first:
+            world.scheduler.on_object("PodGroup", "Add", group)
+    verdicts = [e for e in world.scheduler.drain() if isinstance(e, PodUnschedulable)]
+    assert verdicts == []
+    settle(world)
+    assert bound(world) == [f"g-{i}" for i in range(4)]
