@@ -663,7 +663,7 @@ class Scheduler:
             return
         now = self.clock.now()
         restamp: list[tuple[Profile, Pod, str]] = []
-        for wp in self.waiting.all():
+        for wp in self.waiting.due(now):
             if wp.rejected is None and wp.pending_plugins and wp.deadline <= now:
                 plugins = ",".join(sorted(wp.pending_plugins))
                 wp.timed_out = True
