@@ -33,7 +33,6 @@ from koordpy.config.models import SchedulerConfiguration
 from koordpy.framework.clock import RealClock
 from koordpy.framework.effects import Bind, Effect, Evict, Nominate, PodUnschedulable, RecordEvent
 from koordpy.kubeapi.client import (
-    STRATEGIC_MERGE_PATCH,
     TRANSPORT_ERRORS,
     ApiError,
     KubeApi,
@@ -157,16 +156,19 @@ class KubeWorld:
             on_write=lambda ok: metrics.api_write("event", ok),
             on_drop=metrics.events_dropped.inc,
         )
-        self.status = PodStatusWriter(
+        self.status_writes = PodStatusWriter(
             api, scheduler, self._stored_pod, self.events, on_write=metrics.api_write
         )
-        metrics.track_write_backlog(lambda: {"status": self.status.queued(), "events": self.events.queued()})
+        metrics.track_write_backlog(
+            lambda: {"status": self.status_writes.queued(), "events": self.events.queued()}
+        )
         self.plugin_sample = plugin_metrics_sample_percent / 100.0
         self.informers: dict[Resource, Informer] = {}
         for resource in resources:
             self.informers[resource] = Informer(
                 api, resource, self._handler_for(resource), metrics, hold=True
             )
+        self._pods = next((i for r, i in self.informers.items() if r.kind == "Pod"), None)
         # other listeners of pod and node events (the embedded status operators)
         self.pod_watchers: list[Watcher] = []
         self.node_watchers: list[Watcher] = []
@@ -186,11 +188,10 @@ class KubeWorld:
     # ------------------------------------------------------------------ lifecycle
     @property
     def pod_store(self) -> dict[str, dict[str, Any]]:
-        informer = next((i for r, i in self.informers.items() if r.kind == "Pod"), None)
-        return informer.store if informer is not None else {}
+        return self._pods.store if self._pods is not None else {}
 
     def _stored_pod(self, key: str) -> dict[str, Any] | None:
-        return self.pod_store.get(key)
+        return self._pods.store.get(key) if self._pods is not None else None
 
     def synced(self) -> bool:
         return self.released.is_set()
@@ -206,7 +207,7 @@ class KubeWorld:
             self._tasks.append(asyncio.create_task(informer.run(), name=f"informer {resource.label}"))
         self._tasks.append(asyncio.create_task(self._release_when_listed(), name="informers release"))
         self._tasks.append(asyncio.create_task(self._loop(), name="scheduling loop"))
-        self._tasks.append(asyncio.create_task(self.status.run(), name="pod status writes"))
+        self._tasks.append(asyncio.create_task(self.status_writes.run(), name="pod status writes"))
         self._tasks.append(asyncio.create_task(self.events.run(), name="events"))
 
     async def _release_when_listed(self) -> None:
@@ -250,10 +251,10 @@ class KubeWorld:
         pending = [t for t in (*self._bindings, *self._writes) if not t.done()]
         if pending:
             await asyncio.wait(pending, timeout=max(0.1, deadline - time.monotonic()))
-        for lane in (self.status, self.events):
+        for lane in (self.status_writes, self.events):
             await lane.wait_idle(max(0.1, deadline - time.monotonic()))
         still = (
-            self.status.queued()
+            self.status_writes.queued()
             + self.events.queued()
             + sum(not t.done() for t in (*self._bindings, *self._writes))
         )
@@ -301,7 +302,7 @@ class KubeWorld:
         elif action == UPDATE:
             self.scheduler.on_pod_update(pod)
         else:
-            self.status.forget(pod.key)
+            self.status_writes.forget(pod.key)
             self.scheduler.on_pod_delete(pod)
         self._wake.set()
 
@@ -385,11 +386,11 @@ class KubeWorld:
             if isinstance(effect, Bind):
                 self._spawn(self._bind(effect), self._bindings)
             elif isinstance(effect, PodUnschedulable):
-                self.status.mark(
+                self.status_writes.mark(
                     effect.pod, nominated=effect.nominated_node, settle=effect.reason in SETTLING_REASONS
                 )
             elif isinstance(effect, Nominate):
-                self.status.mark(effect.pod, nominated=effect.node_name)
+                self.status_writes.mark(effect.pod, nominated=effect.node_name)
             elif isinstance(effect, Evict):
                 self._chain_victim(effect.victim.key, functools.partial(self._evict, effect))
             elif isinstance(effect, RecordEvent):
@@ -436,7 +437,7 @@ class KubeWorld:
             if self.before_bind is not None:
                 await self.before_bind(b)
             # a PodScheduled=False already on the wire must land before the binding, not after it
-            await self.status.wait_written(pod.key)
+            await self.status_writes.wait_written(pod.key)
             metadata: dict[str, Any] = {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid}
             if b.annotations:
                 # the apiserver copies a Binding's annotations onto the pod: one write, not two
@@ -460,34 +461,13 @@ class KubeWorld:
         finally:
             self.metrics.bindings_in_flight.dec()
         self.metrics.binding("error" if error else "success", time.monotonic() - start)
-        if not error:
-            self.status.forget(pod.key)
         if error:
             log.info("binding %s to %s failed: %s", pod.key, b.node_name, error)
         else:
+            self.status_writes.forget(pod.key)
             log.debug("bound %s to %s", pod.key, b.node_name)
         self.scheduler.binding_done(pod.key, error)
         self._wake.set()
-
-    async def _patch_status(self, pod: Pod, status: dict[str, Any], operation: str) -> bool:
-        try:
-            await self.api.request(
-                "PATCH",
-                pod_path(pod.namespace, pod.name, "status"),
-                body={"status": status},
-                content_type=STRATEGIC_MERGE_PATCH,
-            )
-        except ApiError as err:
-            if err.status != 404:
-                log.warning("%s of %s failed: %s", operation, pod.key, err)
-            self.metrics.api_write(operation, False)
-            return False
-        except TRANSPORT_ERRORS as err:
-            log.warning("%s of %s failed: %s", operation, pod.key, err)
-            self.metrics.api_write(operation, False)
-            return False
-        self.metrics.api_write(operation, True)
-        return True
 
     async def _evict(self, e: Evict) -> None:
         victim = e.victim
@@ -501,7 +481,9 @@ class KubeWorld:
             "message": e.message,
             "lastTransitionTime": rfc3339(),
         }
-        marked = await self._patch_status(victim, {"conditions": [condition]}, "disruption_condition")
+        marked = await self.status_writes.patch_status(
+            victim, {"conditions": [condition]}, "disruption_condition"
+        )
         if not marked and victim.key not in self.pod_store:
             return
         ok = True

@@ -254,7 +254,7 @@ class PodStatusWriter:
             if "conditions" not in patch:
                 operation = "nominate"
         if patch:
-            ok = await self._patch(pod, patch, operation)
+            ok = await self.patch_status(pod, patch, operation)
             if not ok:
                 return
         if "conditions" in patch and mark.settling:
@@ -262,7 +262,9 @@ class PodStatusWriter:
         if "conditions" in patch:
             self.events.record(pod_reference(pod), "Warning", "FailedScheduling", "Scheduling", message)
 
-    async def _patch(self, pod: Pod, status: dict[str, Any], operation: str) -> bool:
+    async def patch_status(self, pod: Pod, status: dict[str, Any], operation: str) -> bool:
+        """One strategic-merge patch of the pod's status, counted under `operation`; False when it
+        failed (a pod that is gone fails quietly)."""
         ok = True
         try:
             await self.api.request(
