@@ -198,8 +198,14 @@ class Informer:
     async def _list(self) -> str:
         items: dict[str, dict[str, Any]] = {}
         cont = ""
+        # the first list may come from the apiserver's watch cache (resourceVersion 0), as
+        # client-go's reflector asks for it: no quorum read of every object from etcd at start-up,
+        # and the watch that follows catches up from there; a list after a 410 reads fresh
+        from_cache = not self.synced.is_set()
         while True:
             query = [("limit", str(self.page_size))]
+            if from_cache and not cont:
+                query.append(("resourceVersion", "0"))
             if self.resource.field_selector:
                 query.append(("fieldSelector", self.resource.field_selector))
             if cont:
