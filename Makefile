@@ -43,3 +43,11 @@ bench: install
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+
+# koordpy beside kube-scheduler and two raw binders on a real kube-apiserver with KWOK nodes
+# (benchmarks/README.md); builds kube-scheduler on first use. Not part of `make test`.
+#   make bench-cluster BENCH_CLUSTER_ARGS='--scenario plain-pending --nodes 5000'
+BENCH_CLUSTER_ARGS ?= --scenario all
+.PHONY: bench-cluster
+bench-cluster: install
+	$(BIN)/python benchmarks/bench_cluster.py $(BENCH_CLUSTER_ARGS)

@@ -9,13 +9,17 @@
 # file (bin/.<name>.stamp) does not match the wanted version (the version plus
 # a hash of the pinning go.mod/go.sum), so bumping a version rebuilds it.
 #
-# Usage: hack/controlplane/build.sh [--force] [--check]
+# Usage: hack/controlplane/build.sh [--force] [--check] [--with-kube-scheduler]
 #   --force   rebuild everything
 #   --check   build nothing; exit 0 if everything is up to date, 1 otherwise
+#   --with-kube-scheduler
+#             also build kube-scheduler (for benchmarks/bench_cluster.py; the
+#             tests do not need it); with --check, count it in
 #
 # Environment:
 #   KOORDPY_CACHE_DIR     cache root (default: $HOME/.cache/koordpy)
 #   KOORDPY_BUILD_JOBS    go build -p value (default: 2)
+#   KOORDPY_BUILD_KUBE_SCHEDULER=1   same as --with-kube-scheduler
 #
 # Needs Go >= 1.24 and access to a Go module proxy. GOMODCACHE and GOCACHE
 # keep their default locations (outside the repository).
@@ -27,8 +31,10 @@ BIN_DIR="$CACHE_DIR/bin"
 JOBS="${KOORDPY_BUILD_JOBS:-2}"
 
 # Kubernetes components to build from ./kube (each must be imported by
-# kube/tools.go). Add kube-scheduler here to build it as well.
+# kube/tools.go). kube-scheduler is added on request only (the benchmarks use
+# it), so the default build, which `make test` runs, does not pay for it.
 K8S_COMPONENTS=(kube-apiserver)
+WITH_KUBE_SCHEDULER="${KOORDPY_BUILD_KUBE_SCHEDULER:-0}"
 
 KWOK_VERSION="v0.7.0"
 # helm renders and lints charts/koordpy in tests/e2e/test_chart.py. A release
@@ -41,10 +47,12 @@ for arg in "$@"; do
     case "$arg" in
         --force) FORCE=1 ;;
         --check) CHECK=1 ;;
-        -h|--help) sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --with-kube-scheduler) WITH_KUBE_SCHEDULER=1 ;;
+        -h|--help) sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "build.sh: unknown argument: $arg" >&2; exit 2 ;;
     esac
 done
+if [[ "$WITH_KUBE_SCHEDULER" == 1 ]]; then K8S_COMPONENTS+=(kube-scheduler); fi
 
 log() { printf '[controlplane-build] %s\n' "$*"; }
 die() { printf '[controlplane-build] ERROR: %s\n' "$*" >&2; exit 1; }
