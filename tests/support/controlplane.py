@@ -811,7 +811,8 @@ class ControlPlane:
                 status, body = self.request("GET", f"{base}/{name}")
                 established = False
                 if status == 200:
-                    conds = json.loads(body).get("status", {}).get("conditions", [])
+                    # a CRD just created may say `conditions: null` until its controller looks at it
+                    conds = (json.loads(body).get("status") or {}).get("conditions") or []
                     established = any(c["type"] == "Established" and c["status"] == "True" for c in conds)
                 if established and self._crds_served([name]):
                     break
