@@ -43,6 +43,8 @@ API_GROUPS = (SIGS_GROUP, X_K8S_GROUP)
 
 # where the handlers find the controller in kopf's memo
 MEMO_KEY = "podgroups"
+# how long the member changes of one group are gathered before its status is computed again
+MEMBER_BATCH_SECONDS = 0.5
 
 
 class StatusApi(Protocol):
@@ -162,9 +164,18 @@ class PodGroupController:
     members `facts` knows. `run` reconciles nothing before `facts.synced` is set."""
 
     def __init__(
-        self, api: StatusApi, facts: ClusterFacts, *, workers: int = 4, max_backoff: float = 60.0
+        self,
+        api: StatusApi,
+        facts: ClusterFacts,
+        *,
+        workers: int = 4,
+        max_backoff: float = 60.0,
+        member_batch: float = MEMBER_BATCH_SECONDS,
     ) -> None:
         self._api = api
+        self._member_batch = member_batch
+        # groups whose member changes are being gathered before one reconcile
+        self._gathering: set[GroupKey] = set()
         self._facts = facts
         self._workers = workers
         self._max_backoff = max_backoff
@@ -189,8 +200,19 @@ class PodGroupController:
         """A member of the group joined, left, or changed node, phase or owners."""
         body = self._bodies.get(key)
         # no object yet: its first event queues it; a final group never moves again
-        if body is not None and _phase(body) not in (FINISHED, FAILED):
+        if body is None or _phase(body) in (FINISHED, FAILED):
+            return
+        if self._member_batch <= 0:
             self.queue.add(key)
+        elif key not in self._gathering:
+            # a gang's members bind within moments of each other: their changes make one status
+            # write, not one per member
+            self._gathering.add(key)
+            asyncio.get_running_loop().call_later(self._member_batch, self._gathered, key)
+
+    def _gathered(self, key: GroupKey) -> None:
+        self._gathering.discard(key)
+        self.queue.add(key)
 
     # ------------------------------------------------------------------ work
     async def run(self) -> None:

@@ -79,7 +79,8 @@ class Cluster:
 @pytest_asyncio.fixture(loop_scope="function")
 async def cluster() -> AsyncIterator[Cluster]:
     api, facts = FakeApi(), ClusterFacts()
-    controller = PodGroupController(api, facts, workers=2)
+    # member changes are reconciled at once here; their gathering has a test of its own
+    controller = PodGroupController(api, facts, workers=2, member_batch=0)
 
     def watched(path: str, obj: dict[str, Any]) -> None:
         meta = obj["metadata"]
@@ -274,6 +275,36 @@ async def test_phases_follow_the_members_as_they_change(cluster: Cluster) -> Non
     )
     await settle()
     assert len(cluster.api.patches()) == writes
+
+
+async def test_members_binding_together_make_one_status_write() -> None:
+    api, facts = FakeApi(), ClusterFacts()
+    controller = PodGroupController(api, facts, workers=2, member_batch=0.2)
+    cluster = Cluster(api, facts, controller)
+    api.watch = lambda path, obj: controller.podgroup_changed(
+        GroupKey(obj["apiVersion"].split("/")[0], obj["metadata"]["namespace"], obj["metadata"]["name"]), obj
+    )
+    task = asyncio.create_task(controller.run())
+    try:
+        key = GroupKey(X_K8S, NAMESPACE, "gang")
+        facts.synced.set()
+        cluster.create_group(key, 4)
+        for obj in members(X_K8S, *((f"m{i}", "", "Pending") for i in range(4))):
+            cluster.pod_event(obj)
+        await asyncio.sleep(0.4)
+        before = len(api.patches(podgroup_path(key) + "/status"))
+        # the four members bind and start moments apart, within the gathering window
+        for obj in members(X_K8S, *((f"m{i}", f"n{i}", "Running") for i in range(4))):
+            cluster.pod_event(obj)
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.4)
+        written = api.patches(podgroup_path(key) + "/status")[before:]
+        assert [w["status"]["running"] for w in written] == [4]
+        assert cluster.status(key)["phase"] == "Running"
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 @pytest.mark.parametrize("phase", ["Finished", "Failed"])
