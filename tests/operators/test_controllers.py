@@ -76,11 +76,10 @@ class Cluster:
         return [patch["status"]["phase"] for patch in self.api.patches(podgroup_path(key) + "/status")]
 
 
-@pytest_asyncio.fixture(loop_scope="function")
-async def cluster() -> AsyncIterator[Cluster]:
+@contextlib.asynccontextmanager
+async def running(member_batch: float) -> AsyncIterator[Cluster]:
     api, facts = FakeApi(), ClusterFacts()
-    # member changes are reconciled at once here; their gathering has a test of its own
-    controller = PodGroupController(api, facts, workers=2, member_batch=0)
+    controller = PodGroupController(api, facts, workers=2, member_batch=member_batch)
 
     def watched(path: str, obj: dict[str, Any]) -> None:
         meta = obj["metadata"]
@@ -96,6 +95,13 @@ async def cluster() -> AsyncIterator[Cluster]:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+@pytest_asyncio.fixture(loop_scope="function")
+async def cluster() -> AsyncIterator[Cluster]:
+    # member changes are reconciled at once here; their gathering has a test of its own
+    async with running(member_batch=0) as c:
+        yield c
 
 
 def members(api_group: str, *specs: tuple[str, str, str]) -> list[dict[str, Any]]:
@@ -278,33 +284,22 @@ async def test_phases_follow_the_members_as_they_change(cluster: Cluster) -> Non
 
 
 async def test_members_binding_together_make_one_status_write() -> None:
-    api, facts = FakeApi(), ClusterFacts()
-    controller = PodGroupController(api, facts, workers=2, member_batch=0.2)
-    cluster = Cluster(api, facts, controller)
-    api.watch = lambda path, obj: controller.podgroup_changed(
-        GroupKey(obj["apiVersion"].split("/")[0], obj["metadata"]["namespace"], obj["metadata"]["name"]), obj
-    )
-    task = asyncio.create_task(controller.run())
-    try:
+    async with running(member_batch=0.2) as cluster:
         key = GroupKey(X_K8S, NAMESPACE, "gang")
-        facts.synced.set()
+        cluster.facts.synced.set()
         cluster.create_group(key, 4)
         for obj in members(X_K8S, *((f"m{i}", "", "Pending") for i in range(4))):
             cluster.pod_event(obj)
         await asyncio.sleep(0.4)
-        before = len(api.patches(podgroup_path(key) + "/status"))
+        before = len(cluster.api.patches(podgroup_path(key) + "/status"))
         # the four members bind and start moments apart, within the gathering window
         for obj in members(X_K8S, *((f"m{i}", f"n{i}", "Running") for i in range(4))):
             cluster.pod_event(obj)
             await asyncio.sleep(0.02)
         await asyncio.sleep(0.4)
-        written = api.patches(podgroup_path(key) + "/status")[before:]
+        written = cluster.api.patches(podgroup_path(key) + "/status")[before:]
         assert [w["status"]["running"] for w in written] == [4]
         assert cluster.status(key)["phase"] == "Running"
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 @pytest.mark.parametrize("phase", ["Finished", "Failed"])
