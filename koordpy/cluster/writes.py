@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
 import logging
 import time
 from collections import deque
@@ -96,10 +97,10 @@ class PodStatusWriter:
         # marks held back until the last verdict written of their kind has stood long enough
         self._parked: set[str] = set()
         self._marks: dict[str, _Mark] = {}
-        # keys in the order they are due: those due now, and those settling (a fixed delay keeps
-        # this one in due order too); an entry is live while its due time matches the mark's
+        # (due, key) of the marks due now, in the order they fell due, and of the later ones (settling
+        # verdicts, parked refreshes) by due time; an entry is live while its due matches the mark's
         self._soon: deque[tuple[float, str]] = deque()
-        self._settling: deque[tuple[float, str]] = deque()
+        self._later: list[tuple[float, str]] = []
         self._writing: dict[str, asyncio.Future[None]] = {}
         self._wakeup = asyncio.Event()
         self._idle = asyncio.Event()
@@ -134,7 +135,7 @@ class PodStatusWriter:
             self._parked.add(key)
         else:
             self._parked.discard(key)
-        (self._settling if settle else self._soon).append((due, key))
+        self._queue(key, due)
         self._idle.clear()
         self._wakeup.set()
 
@@ -169,26 +170,23 @@ class PodStatusWriter:
     def _take(self) -> tuple[str | None, float | None]:
         """The next key due (or None) and, if none is, when the next one will be."""
         now = self._now()
-        for lane in (self._soon, self._settling):
-            skipped: list[tuple[float, str]] = []
-            while lane:
-                due, key = lane[0]
-                mark = self._marks.get(key)
-                if mark is None or mark.due != due:
-                    lane.popleft()
-                    continue
-                if due > now:
-                    break
-                lane.popleft()
-                if key in self._writing:
-                    # one write per pod at a time; this one goes again when that write ends
-                    skipped.append((due, key))
-                    continue
-                lane.extendleft(reversed(skipped))
-                return key, None
-            lane.extendleft(reversed(skipped))
-        upcoming = [lane[0][0] for lane in (self._soon, self._settling) if lane]
-        return None, min(upcoming) if upcoming else None
+        while self._later and self._later[0][0] <= now:
+            due, key = heapq.heappop(self._later)
+            self._soon.append((due, key))
+        while self._soon:
+            due, key = self._soon.popleft()
+            mark = self._marks.get(key)
+            if mark is None or mark.due != due or key in self._writing:
+                # replaced, or written meanwhile; a pod being written goes again when that ends
+                continue
+            return key, None
+        return None, self._later[0][0] if self._later else None
+
+    def _queue(self, key: str, due: float) -> None:
+        if due <= self._now():
+            self._soon.append((due, key))
+        else:
+            heapq.heappush(self._later, (due, key))
 
     async def _work(self) -> None:
         while True:
@@ -213,8 +211,8 @@ class PodStatusWriter:
                 del self._writing[key]
                 done.set_result(None)
                 if key in self._marks:
-                    # marked again while being written: due now, not lost behind the skip
-                    self._soon.appendleft((self._marks[key].due, key))
+                    # marked again while being written: it was passed over, so it is queued again
+                    self._queue(key, self._marks[key].due)
                 self._wakeup.set()
 
     # ------------------------------------------------------------------ writing

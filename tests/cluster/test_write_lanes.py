@@ -195,6 +195,22 @@ async def test_a_waiting_gangs_condition_is_not_rewritten_as_its_members_arrive(
     assert len(lanes.api.writes("PATCH", "/pods/g/status")) == 2
 
 
+async def test_a_parked_refresh_does_not_hold_back_another_pods_verdict(lanes: Lanes) -> None:
+    first = lanes.store["default/a"] = stored_pod("a")
+    lanes.scheduler.conditions["default/a"] = ("GangNotReady", "gang default/a has 1 of minMember 2 pods")
+    lanes.writer.mark(view(first), settle=True)
+    await drain(lanes.writer, lanes.events)
+    # a's next verdict waits for its refresh, minutes away; b's settles in the usual moment
+    lanes.scheduler.conditions["default/a"] = ("GangNotReady", "gang default/a has 2 of minMember 3 pods")
+    lanes.writer.mark(view(first), settle=True)
+    second = lanes.store["default/b"] = stored_pod("b")
+    lanes.scheduler.conditions["default/b"] = ("GangNotReady", "gang default/b has 1 of minMember 2 pods")
+    lanes.writer.mark(view(second), settle=True)
+    await drain(lanes.writer, lanes.events)
+    assert len(lanes.api.writes("PATCH", "/pods/b/status")) == 1
+    assert len(lanes.api.writes("PATCH", "/pods/a/status")) == 1
+
+
 async def test_nomination_is_written_without_a_condition(lanes: Lanes) -> None:
     raw = lanes.store["default/p"] = stored_pod("p")
     lanes.writer.mark(view(raw), nominated="n3")

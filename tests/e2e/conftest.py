@@ -93,31 +93,24 @@ def _ensure_binaries(request: pytest.FixtureRequest) -> None:
 
 @pytest.fixture(scope="session")
 def control_plane(request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
-    _ensure_binaries(request)
-    cp = ControlPlane()
-    try:
-        cp.start()
-        cp.apply_crds(sorted(CRD_DIR.glob("*.yaml")))
-    except ControlPlaneError as exc:
-        cp.stop()
-        pytest.fail(f"starting the control plane failed: {exc}", pytrace=False)
-    try:
-        yield cp
-    finally:
-        cp.stop()
+    yield from _running(request, ControlPlane(), "the control plane")
 
 
 @pytest.fixture(scope="module")
 def audited_control_plane(request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
-    _ensure_binaries(request)
     policy = getattr(request.module, "AUDIT_POLICY", None) or scheduler_writes_policy()
-    cp = ControlPlane(audit_policy=policy)
+    yield from _running(request, ControlPlane(audit_policy=policy), "the audited control plane")
+
+
+def _running(request: pytest.FixtureRequest, cp: ControlPlane, what: str) -> Iterator[ControlPlane]:
+    """Start `cp` with koordpy's CRDs, yield it, stop it."""
+    _ensure_binaries(request)
     try:
         cp.start()
         cp.apply_crds(sorted(CRD_DIR.glob("*.yaml")))
     except ControlPlaneError as exc:
         cp.stop()
-        pytest.fail(f"starting the audited control plane failed: {exc}", pytrace=False)
+        pytest.fail(f"starting {what} failed: {exc}", pytrace=False)
     try:
         yield cp
     finally:
