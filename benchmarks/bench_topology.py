@@ -37,10 +37,10 @@ from koordpy.framework.clock import VirtualClock
 from koordpy.plugins import registry
 from koordpy.plugins.coscheduling.networktopology import (
     Placement,
-    offer_slots,
     parse_network_topology_spec,
     plan_placement,
 )
+from koordpy.plugins.coscheduling.offers import offer_slots
 from koordpy.scheduler import Scheduler
 from koordpy.status.topology import build_tree, parse_layer_chain
 

@@ -137,7 +137,7 @@ def build_profile(nodes: int, plugin: str) -> Profile:
     cache = Cache()
     for i in range(nodes):
         cache.add_node(node_object(i))
-    handle = Handle(VirtualClock(0.0), cache.snapshot, cache, Nominator(), WaitingPods(), [])
+    handle = Handle(VirtualClock(0.0), cache, Nominator(), WaitingPods(), [])
     config = ProfileConfig(
         schedulerName="bench",
         plugins=Plugins(

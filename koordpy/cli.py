@@ -19,6 +19,14 @@ def _load_config(path: str | None) -> SchedulerConfiguration:
     return load_configuration(path) if path else default_configuration()
 
 
+def _validate(config: SchedulerConfiguration) -> None:
+    """Every profile and every plugin's args, checked before anything runs or connects."""
+    from koordpy.framework.profile import validate_configuration
+    from koordpy.plugins import registry
+
+    validate_configuration(config, registry())
+
+
 def cmd_simulate(args: argparse.Namespace) -> int:
     from koordpy.simulate.loader import ScenarioError, load_scenario
     from koordpy.simulate.report import render_json, render_table, render_yaml
@@ -26,12 +34,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
     try:
         config = _load_config(args.config)
-        # building the scheduler validates every profile and plugin args before anything runs
-        from koordpy.framework.clock import VirtualClock
-        from koordpy.plugins import registry
-        from koordpy.scheduler import Scheduler
-
-        Scheduler(config, registry(), VirtualClock())
+        _validate(config)
     except ConfigError as err:
         source = err.source or args.config or "configuration"
         print(
@@ -103,14 +106,9 @@ def parse_go_duration(text: str, path: str) -> float:
 def cmd_run(args: argparse.Namespace) -> int:
     import logging
 
-    from koordpy.framework.clock import RealClock
-    from koordpy.plugins import registry
-    from koordpy.scheduler import Scheduler
-
     try:
         config = _load_config(args.config)
-        # building the scheduler validates every profile and plugin args before connecting
-        Scheduler(config, registry(), RealClock())
+        _validate(config)
         election = config.leaderElection
         lease_duration = args.lease_duration or parse_go_duration(
             election.leaseDuration, "leaderElection.leaseDuration"
@@ -140,7 +138,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
 
-    from koordpy.cluster.kube import RunOptions, default_identity, run
+    from koordpy.cluster.app import RunOptions, default_identity, run
 
     options = RunOptions(
         config=config,

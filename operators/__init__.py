@@ -17,7 +17,6 @@ import asyncio
 import base64
 import contextlib
 import logging
-import os
 import signal
 import sys
 import threading
@@ -25,10 +24,12 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import kopf
-from kubernetes_asyncio import client, config
+from kubernetes_asyncio import client
 
-from koordpy.kubeapi import Informer, KubeApi, Resource
-from koordpy.kubeapi.informer import NODES
+from koordpy.kubeapi import CredentialsError, Informer, KubeApi, load_configuration
+
+# every pod, finished ones included: a PodGroup counts its succeeded and failed members
+from koordpy.kubeapi.informer import ALL_PODS, NODES
 from operators import podgroup, topology
 from operators.facts import ClusterFacts
 from operators.podgroup import PodGroupController
@@ -36,8 +37,8 @@ from operators.topology import TopologyController
 
 __all__ = [
     "ClusterFacts",
+    "connection_info",
     "feed_facts",
-    "load_client_configuration",
     "main",
     "operator_settings",
     "register",
@@ -45,10 +46,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("koordpy.operators")
-
-# every pod, finished ones included (unlike the scheduler's informer): a PodGroup counts its
-# succeeded and failed members
-ALL_PODS = Resource("Pod", "v1", "pods")
 
 
 def register(registry: kopf.OperatorRegistry) -> None:
@@ -58,28 +55,10 @@ def register(registry: kopf.OperatorRegistry) -> None:
     topology.register(registry)
 
 
-async def load_client_configuration(
-    kubeconfig: str | None, context: str | None = None
-) -> client.Configuration:
-    """The API client configuration: the kubeconfig when one is given, else the pod's service
-    account inside a cluster, else $KUBECONFIG or ~/.kube/config (as `koordpy run` connects)."""
-    if kubeconfig is not None and not os.path.exists(kubeconfig):
-        # the client library would report a missing file as a kubeconfig without a context
-        raise FileNotFoundError(f"kubeconfig {kubeconfig} does not exist")
-    configuration = client.Configuration()
-    if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
-        config.load_incluster_config(client_configuration=configuration)
-    else:
-        # persist_config=False: a refreshed token must not be written back into the user's file
-        await config.load_kube_config(
-            config_file=kubeconfig, context=context, client_configuration=configuration, persist_config=False
-        )
-    return configuration
-
-
 async def connection_info(configuration: client.Configuration) -> kopf.ConnectionInfo:
-    """kopf's view of the same credentials, with the token refreshed (service account tokens and
-    exec plugins rotate theirs)."""
+    """kopf's view of the credentials `koordpy.kubeapi.load_configuration` chose (the ones the
+    operators' own requests use), with the token refreshed (service account tokens and exec plugins
+    rotate theirs)."""
     authorization = await configuration.get_api_key_with_prefix("BearerToken")
     token = username = password = None
     scheme = None
@@ -253,7 +232,7 @@ async def run_operators(
     ClusterNetworkTopology) and the facts have synced. Returns after kopf, the informers and the
     status workers have stopped; raises when they stop by themselves (a failed login, say). Never
     leaves signal handlers of its own and never cancels tasks it did not start."""
-    configuration = await load_client_configuration(kubeconfig, context)
+    configuration = await load_configuration(kubeconfig, context)
     _quiet_event_handler_logs()
     registry = kopf.OperatorRegistry()
     register(registry)
@@ -326,7 +305,7 @@ def main(kubeconfig: str | None, context: str | None = None) -> int:
 
     try:
         asyncio.run(serve())
-    except (config.ConfigException, FileNotFoundError) as err:
+    except CredentialsError as err:
         print(f"koordpy: cannot load the cluster configuration: {err}", file=sys.stderr)
         return 2
     except (OSError, RuntimeError) as err:

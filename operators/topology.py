@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import kopf
 
+from koordpy.api import names
 from koordpy.api.node import Node
 from koordpy.api.time import format_timestamp
 from koordpy.kubeapi.client import MERGE_PATCH, ApiError
@@ -42,7 +43,7 @@ VERSION = "v1alpha1"
 PLURAL = "clusternetworktopologies"
 NAME = "default"
 VALID = "Valid"
-INVALID_SPEC = "InvalidSpec"
+INVALID_SPEC = names.INVALID_SPEC
 PATH = f"/apis/{GROUP}/{VERSION}/{PLURAL}/{NAME}"
 
 # where the handlers find the controller in kopf's memo

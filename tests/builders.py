@@ -112,7 +112,7 @@ class Harness:
         for p in pods:
             pod = p if isinstance(p, Pod) else Pod.from_dict(p)
             self.cache.add_pod(pod)
-        self.handle = Handle(self.clock, self.cache.snapshot, self.cache, Nominator(), WaitingPods(), [])
+        self.handle = Handle(self.clock, self.cache, Nominator(), WaitingPods(), [])
         enabled = [PluginRef(name=n, weight=(weights or {}).get(n)) for n in plugins]
         config = ProfileConfig(
             schedulerName="test-scheduler",

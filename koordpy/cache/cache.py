@@ -36,16 +36,25 @@ class Cache:
         self._orphans: dict[str, dict[str, Pod]] = {}
 
     # ----------------------------------------------------------------------------- nodes
+    def _check_no_trial(self) -> None:
+        # what the cache records is real; a trial open meanwhile would undo it on exit, or put
+        # back what the cache just removed
+        if self.snapshot.in_trial:
+            raise CacheError("the cache cannot change while a trial is open")
+
     def add_node(self, node: Node) -> None:
+        self._check_no_trial()
         self.snapshot.add_node(node)
         row = self.snapshot.row_of[node.name]
         for pod in self._orphans.pop(node.name, {}).values():
             self.snapshot.add_pod(pod, row)
 
     def update_node(self, node: Node) -> None:
+        self._check_no_trial()
         self.snapshot.update_node(node)
 
     def remove_node(self, name: str) -> None:
+        self._check_no_trial()
         pods = self.snapshot.remove_node(name)
         if pods:
             # keep them accounted for in case the node comes back (a relabel via delete+create)
@@ -74,6 +83,7 @@ class Cache:
             self.snapshot.remove_pod(pod, row)
 
     def assume_pod(self, pod: Pod, node_name: str) -> None:
+        self._check_no_trial()
         state = self.pods.get(pod.key)
         if state is not None:
             raise CacheError(f"pod {pod.key} is already in the cache on {state.node_name}")
@@ -86,6 +96,7 @@ class Cache:
             state.binding_finished = True
 
     def forget_pod(self, pod: Pod) -> None:
+        self._check_no_trial()
         state = self.pods.get(pod.key)
         if state is None or not state.assumed:
             return
@@ -98,6 +109,7 @@ class Cache:
 
     def add_pod(self, pod: Pod) -> None:
         """A pod with `spec.nodeName` observed: confirms an assumed pod, or adds a new one."""
+        self._check_no_trial()
         if not pod.node_name:
             return
         state = self.pods.get(pod.key)
@@ -108,6 +120,7 @@ class Cache:
         self._place(pod, pod.node_name)
 
     def update_pod(self, pod: Pod) -> None:
+        self._check_no_trial()
         state = self.pods.get(pod.key)
         if state is None:
             self.add_pod(pod)
@@ -119,6 +132,7 @@ class Cache:
         self._place(pod, pod.node_name)
 
     def remove_pod(self, pod: Pod) -> None:
+        self._check_no_trial()
         state = self.pods.pop(pod.key, None)
         if state is not None:
             self._unplace(state.pod, state.node_name)

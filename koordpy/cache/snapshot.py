@@ -19,8 +19,11 @@ from koordpy.api.namespace import Namespace
 from koordpy.api.node import Node
 from koordpy.api.pod import HostPort, Pod
 from koordpy.api.resources import CPU, MEMORY, PODS
+from koordpy.cache.trial import Trial
 
 _INITIAL_CAPACITY = 64
+# request vectors remembered by the identity of the pod's requests mapping (about one per pod)
+_MAPPINGS_REMEMBERED = 16384
 
 # a test on one label value; None stands for "the node has no such label"
 Predicate = Callable[[str | None], bool]
@@ -102,7 +105,7 @@ class LabelColumn:
         codes = self.codes[rows]
         if per_code.size == 0:
             return np.full(rows.size, missing, dtype=bool)
-        out = per_code[np.maximum(codes, 0)]
+        out: np.ndarray = per_code[np.maximum(codes, 0)]
         if missing:
             out |= codes < 0
         else:
@@ -149,6 +152,8 @@ class Snapshot:
         self.images: dict[str, dict[int, int]] = {}
         self._vec_cache: dict[tuple[tuple[str, int], ...], np.ndarray] = {}
         self._vec_cache_width = len(self.resource_names)
+        self._vec_of_mapping: dict[int, tuple[Mapping[str, int], np.ndarray]] = {}
+        self._open_trials: list[Trial] = []
 
     # ----------------------------------------------------------------------------- structure
     @property
@@ -204,13 +209,20 @@ class Snapshot:
             arr[:, :col] = old
             setattr(self, attr, arr)
         self._vec_cache.clear()
+        self._vec_of_mapping.clear()
         return col
 
     def request_vector(self, requests: Mapping[str, int]) -> np.ndarray:
         """A pod's requests as a row over the resource columns, `pods` counted as 1."""
+        # every placement and every trial change asks this for a pod's own (immutable) requests:
+        # known mappings are found by identity, the entry holding the mapping so its id stays its own
+        known = self._vec_of_mapping.get(id(requests))
+        if known is not None and known[0] is requests:
+            return known[1]
         key = tuple(sorted(requests.items()))
         if self._vec_cache_width != len(self.resource_names):
             self._vec_cache.clear()
+            self._vec_of_mapping.clear()
             self._vec_cache_width = len(self.resource_names)
         vec = self._vec_cache.get(key)
         if vec is None:
@@ -223,6 +235,9 @@ class Snapshot:
             vec.setflags(write=False)
             self._vec_cache_width = len(self.resource_names)
             self._vec_cache[key] = vec
+        if len(self._vec_of_mapping) >= _MAPPINGS_REMEMBERED:
+            self._vec_of_mapping.clear()
+        self._vec_of_mapping[id(requests)] = (requests, vec)
         return vec
 
     def label_column(self, key: str) -> LabelColumn:
@@ -314,6 +329,16 @@ class Snapshot:
         return pods
 
     # ----------------------------------------------------------------------------- pods
+    def trial(self) -> Trial:
+        """A tentative change to the pods on nodes, undone when its `with` block ends (see
+        `koordpy.cache.trial`). Every what-if goes through one; `add_pod` and `remove_pod` are for
+        the cache, which records what is really placed."""
+        return Trial(self, self._open_trials)
+
+    @property
+    def in_trial(self) -> bool:
+        return bool(self._open_trials)
+
     def add_pod(self, pod: Pod, row: int) -> None:
         info = self.info(row)
         info.pods[pod.key] = pod
@@ -325,16 +350,20 @@ class Snapshot:
         self._index_pod(pod, row, 1)
         self.generation += 1
 
-    def remove_pod(self, pod: Pod, row: int) -> None:
+    def remove_pod(self, pod: Pod, row: int) -> Pod | None:
+        """Take the pod with `pod.key` off the node; returns the pod object that was there (whose
+        requests are the ones given back), None when there was none."""
         info = self.info(row)
-        if info.pods.pop(pod.key, None) is None:
-            return
-        vec = self.request_vector(pod.requests)
+        stored = info.pods.pop(pod.key, None)
+        if stored is None:
+            return None
+        vec = self.request_vector(stored.requests)
         self.requested[row] -= vec
-        self.nonzero_requested[row, 0] -= pod.nonzero_cpu
-        self.nonzero_requested[row, 1] -= pod.nonzero_memory
-        self._index_pod(pod, row, -1)
+        self.nonzero_requested[row, 0] -= stored.nonzero_cpu
+        self.nonzero_requested[row, 1] -= stored.nonzero_memory
+        self._index_pod(stored, row, -1)
         self.generation += 1
+        return stored
 
     def _index_pod(self, pod: Pod, row: int, delta: int) -> None:
         if self._pod_counters:

@@ -41,6 +41,8 @@ MAX_QUEUED_EVENTS = 10_000
 EVENT_CACHE_SIZE = 8192
 # events in flight at once: enough to keep up with bindings, few of the client's connections
 EVENT_WORKERS = 16
+# what a write may fail with: the apiserver's refusal, or no answer at all
+WRITE_ERRORS: tuple[type[BaseException], ...] = (ApiError, *TRANSPORT_ERRORS)
 
 
 def pod_reference(pod: Pod | Mapping[str, Any]) -> dict[str, Any]:
@@ -239,7 +241,7 @@ class EventRecorder:
                 body=body,
                 timeout=15.0,
             )
-        except (ApiError, *TRANSPORT_ERRORS) as err:  # type: ignore[misc]
+        except WRITE_ERRORS as err:
             self._wrote(False)
             log.warning("recording event %s for %s failed: %s", body["reason"], recorded.name, err)
             return False

@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from koordpy.api import names
 from koordpy.api.pod import Pod
 from koordpy.cluster.events import EventRecorder, pod_reference
 from koordpy.kubeapi.client import (
@@ -258,7 +259,9 @@ class PodStatusWriter:
         if "conditions" in patch and mark.settling:
             self._settled_at[pod.key] = self._now()
         if "conditions" in patch:
-            self.events.record(pod_reference(pod), "Warning", "FailedScheduling", "Scheduling", message)
+            self.events.record(
+                pod_reference(pod), "Warning", names.EVENT_FAILED_SCHEDULING, "Scheduling", message
+            )
 
     async def patch_status(self, pod: Pod, status: dict[str, Any], operation: str) -> bool:
         """One strategic-merge patch of the pod's status, counted under `operation`; False when it

@@ -3,30 +3,32 @@ none, with their score weights. kube-scheduler's defaults, then koordpy's own pl
 
 from __future__ import annotations
 
+from koordpy.api import names
+
 # (name, score weight); order is the order plugins run at each extension point
 KUBE_DEFAULT_PLUGINS: tuple[tuple[str, int], ...] = (
-    ("SchedulingGates", 0),
-    ("PrioritySort", 0),
-    ("NodeUnschedulable", 0),
-    ("NodeName", 0),
-    ("TaintToleration", 3),
-    ("NodeAffinity", 2),
-    ("NodePorts", 0),
-    ("NodeResourcesFit", 1),
-    ("PodTopologySpread", 2),
-    ("InterPodAffinity", 2),
-    ("DefaultPreemption", 0),
-    ("NodeResourcesBalancedAllocation", 1),
-    ("ImageLocality", 1),
-    ("DefaultBinder", 0),
+    (names.SCHEDULING_GATES, 0),
+    (names.PRIORITY_SORT, 0),
+    (names.NODE_UNSCHEDULABLE, 0),
+    (names.NODE_NAME, 0),
+    (names.TAINT_TOLERATION, 3),
+    (names.NODE_AFFINITY, 2),
+    (names.NODE_PORTS, 0),
+    (names.NODE_RESOURCES_FIT, 1),
+    (names.POD_TOPOLOGY_SPREAD, 2),
+    (names.INTER_POD_AFFINITY, 2),
+    (names.DEFAULT_PREEMPTION, 0),
+    (names.NODE_RESOURCES_BALANCED_ALLOCATION, 1),
+    (names.IMAGE_LOCALITY, 1),
+    (names.DEFAULT_BINDER, 0),
 )
 
 # koordpy's plugins, enabled in its default profiles after kube-scheduler's; a name the plugin
 # registry does not know (yet) is skipped when defaults are built, never an error.
 KOORDPY_DEFAULT_PLUGINS: tuple[tuple[str, int], ...] = (
-    ("Coscheduling", 1),
-    ("NodeResourcesFitPlus", 1),
-    ("ScarceResourceAvoidance", 1),
+    (names.COSCHEDULING, 1),
+    (names.NODE_RESOURCES_FIT_PLUS, 1),
+    (names.SCARCE_RESOURCE_AVOIDANCE, 1),
 )
 
 DEFAULT_PROFILE_NAMES = ("koord-scheduler", "default-scheduler")

@@ -6,12 +6,15 @@ from typing import Any
 
 
 class CycleState:
-    __slots__ = ("data", "skip_filter", "skip_score")
+    __slots__ = ("binding_annotations", "data", "skip_filter", "skip_score")
 
     def __init__(self) -> None:
         self.data: dict[str, Any] = {}
         self.skip_filter: set[str] = set()
         self.skip_score: set[str] = set()
+        # annotations PreBind plugins want the binding to carry (Koordinator writes them onto the
+        # pod in its PreBind; here they travel with the Binding, in the same API call)
+        self.binding_annotations: list[tuple[str, str]] = []
 
     def read(self, key: str) -> Any:
         return self.data.get(key)
@@ -28,4 +31,5 @@ class CycleState:
             out.data[k] = clone() if callable(clone) else v
         out.skip_filter = set(self.skip_filter)
         out.skip_score = set(self.skip_score)
+        out.binding_annotations = list(self.binding_annotations)
         return out

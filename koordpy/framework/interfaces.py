@@ -1,58 +1,261 @@
-"""The plugin contract: the base class and the results extension points return.
+"""The plugin contract: one protocol per extension point, the table of extension points, the
+plugin base class and the results extension points return.
 
-A plugin implements only the extension points it needs, as methods with the names below; the
-profile looks the methods up when it is built. Filters and scores are vectorized: they receive an
+A plugin declares the extension points it implements by naming their protocols among its bases:
+
+    class NodePorts(Plugin, PreFilterPlugin, FilterPlugin): ...
+
+The declaration is what counts (a method with the right name on an undeclared class is not
+called), and mypy checks every declared method against its protocol, so a plugin with a wrong
+`filter` or `score` signature fails `make lint`. Filters and scores are vectorized: they receive an
 array of node rows and answer for all of them at once.
-
-    sort_key(pod_info) -> tuple                                  QueueSort
-    pre_enqueue(pod) -> Status | None                            PreEnqueue
-    gated_pods_to_recheck() -> Iterable[str]                     PreEnqueue, optional: the keys of
-        the pods it gates whose verdict may have changed since it was last asked; a plugin with it
-        is never asked about every gated pod on every cluster event
-    pre_filter(state, pod) -> (PreFilterResult | None, Status | None)
-    pre_filter_add_pod(state, pod, other, row) / pre_filter_remove_pod(...)   PreFilterExtensions
-    filter(state, pod, rows) -> FilterResult | None              Filter (None: every row passes)
-    post_filter(state, pod, diagnosis) -> PostFilterResult        PostFilter
-    pre_score(state, pod, rows) -> Status | None                 PreScore (SKIP: leave Score out)
-    score(state, pod, rows) -> ndarray[int64]                    Score
-    normalize_score(state, pod, rows, scores) -> ndarray          NormalizeScore
-    reserve(state, pod, node) -> Status | None / unreserve(state, pod, node)
-    permit(state, pod, node) -> (Status | None, timeout_seconds)  Permit
-    pre_bind(state, pod, node) -> Status | None                  PreBind
-    bind(state, pod, node) -> Status | None                      Bind (SKIP: next binder)
-    post_bind(state, pod, node)                                  PostBind
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar, cast, runtime_checkable
 
 import numpy as np
+import numpy.typing as npt
 
+from koordpy.api.pod import Pod
 from koordpy.config.args import PluginArgs
+from koordpy.framework.cycle_state import CycleState
+from koordpy.framework.queued import QueuedPodInfo
 from koordpy.framework.status import Status
 
 if TYPE_CHECKING:
+    from koordpy.framework.diagnosis import Diagnosis
     from koordpy.framework.handle import Handle
 
-EXTENSION_POINTS: dict[str, tuple[str, ...]] = {
-    "queueSort": ("sort_key",),
-    "preEnqueue": ("pre_enqueue",),
-    "preFilter": ("pre_filter",),
-    "filter": ("filter",),
-    "postFilter": ("post_filter",),
-    "preScore": ("pre_score",),
-    "score": ("score",),
-    "reserve": ("reserve",),
-    "permit": ("permit",),
-    "preBind": ("pre_bind",),
-    "bind": ("bind",),
-    "postBind": ("post_bind",),
-}
+# node rows of the snapshot, and one int64 score per row
+Rows = npt.NDArray[np.int64]
+Scores = npt.NDArray[np.int64]
 
 MAX_NODE_SCORE = 100
+
+
+# ------------------------------------------------------------------------------ extension points
+class Named(Protocol):
+    NAME: ClassVar[str]
+
+
+@runtime_checkable
+class QueueSortPlugin(Named, Protocol):
+    """Orders the active queue: smaller keys pop first."""
+
+    def sort_key(self, info: QueuedPodInfo) -> tuple[Any, ...]: ...
+
+
+@runtime_checkable
+class PreEnqueuePlugin(Named, Protocol):
+    """Whether a pod may enter the active queue at all (a non-success status gates it)."""
+
+    def pre_enqueue(self, pod: Pod) -> Status | None: ...
+
+
+@runtime_checkable
+class PreEnqueueRecheck(Named, Protocol):
+    """A PreEnqueue plugin that names the gated pods whose verdict may have changed since it was
+    last asked; such a plugin is never asked about every gated pod on every cluster event."""
+
+    def gated_pods_to_recheck(self) -> Iterable[str]: ...
+
+
+@runtime_checkable
+class PreFilterPlugin(Named, Protocol):
+    """Once per cycle before Filter: may narrow the nodes to try, reject the pod outright, or
+    answer SKIP (then its Filter is left out for this pod)."""
+
+    def pre_filter(self, state: CycleState, pod: Pod) -> tuple[PreFilterResult | None, Status | None]: ...
+
+
+@runtime_checkable
+class PreFilterExtensions(Named, Protocol):
+    """Keeps a PreFilter's cycle state true when other pods are tentatively added to or removed
+    from a node (preemption dry runs, nominated pods)."""
+
+    def pre_filter_add_pod(self, state: CycleState, pod: Pod, other: Pod, row: int) -> None: ...
+
+    def pre_filter_remove_pod(self, state: CycleState, pod: Pod, other: Pod, row: int) -> None: ...
+
+
+@runtime_checkable
+class FilterPlugin(Named, Protocol):
+    """Which rows can run the pod (None: every row passes)."""
+
+    def filter(self, state: CycleState, pod: Pod, rows: Rows) -> FilterResult | None: ...
+
+
+@runtime_checkable
+class PostFilterPlugin(Named, Protocol):
+    """Runs when no node fits (preemption)."""
+
+    def post_filter(self, state: CycleState, pod: Pod, diagnosis: Diagnosis) -> PostFilterResult: ...
+
+
+@runtime_checkable
+class PreScorePlugin(Named, Protocol):
+    """Once per cycle before Score, over the feasible rows (SKIP leaves the plugin's Score out)."""
+
+    def pre_score(self, state: CycleState, pod: Pod, rows: Rows) -> Status | None: ...
+
+
+@runtime_checkable
+class ScorePlugin(Named, Protocol):
+    """One score per feasible row."""
+
+    def score(self, state: CycleState, pod: Pod, rows: Rows) -> Scores: ...
+
+
+@runtime_checkable
+class ScoreExtensions(Named, Protocol):
+    """NormalizeScore: rescales a Score plugin's raw scores to [0, MAX_NODE_SCORE]."""
+
+    def normalize_score(self, state: CycleState, pod: Pod, rows: Rows, scores: Scores) -> Scores: ...
+
+
+@runtime_checkable
+class ReservePlugin(Named, Protocol):
+    """Claims what the pod will use on the chosen node; `unreserve` gives it back when a later
+    step fails (it must be idempotent)."""
+
+    def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None: ...
+
+    def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None: ...
+
+
+@runtime_checkable
+class PermitPlugin(Named, Protocol):
+    """Allows, rejects, or holds the pod (WAIT, for at most the seconds returned)."""
+
+    def permit(self, state: CycleState, pod: Pod, node_name: str) -> tuple[Status | None, float]: ...
+
+
+@runtime_checkable
+class PreBindPlugin(Named, Protocol):
+    """Last step before binding; annotations the binding should carry go into
+    `state.binding_annotations`."""
+
+    def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None: ...
+
+
+@runtime_checkable
+class BindPlugin(Named, Protocol):
+    """Binds the pod (SKIP: leave it to the next binder)."""
+
+    def bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None: ...
+
+
+@runtime_checkable
+class PostBindPlugin(Named, Protocol):
+    def post_bind(self, state: CycleState, pod: Pod, node_name: str) -> None: ...
+
+
+@runtime_checkable
+class GroupPlugin(Named, Protocol):
+    """Places a group of pods as a unit (gang scheduling). Once one member is popped, the
+    scheduler asks for every pending member, tries them back to back (each seeing the earlier ones
+    assumed) and reports the pass; the plugin then releases, keeps or rolls back the group."""
+
+    def batch_members(self, pod: Pod) -> list[Pod] | None:
+        """Every pending member of the pod's group, the pod among them; None for a pod that is
+        placed on its own."""
+        ...
+
+    def same_job(self, pod: Pod) -> Callable[[Pod], bool]:
+        """Whether another pod belongs to the same group (room nominated to it is not held
+        against this pod)."""
+        ...
+
+    def plan_batch(self, pod: Pod, members: list[Pod]) -> tuple[str, Diagnosis] | None:
+        """Plans where the members go before they are tried; (why, diagnosis) when no placement
+        can work, and then no member is tried."""
+        ...
+
+    def stops_on_failure(self, pod: Pod) -> bool:
+        """Whether the pass ends at the first member that does not fit."""
+        ...
+
+    def batch_end(self, pod: Pod, result: BatchResult, num_nodes: int) -> str | None:
+        """The pass is over: release, keep or roll back; the message every pending member carries
+        when the group was not placed."""
+        ...
+
+    def group_failure(self, pod: Pod, why: str) -> str | None:
+        """A member was rejected or timed out while waiting: what its whole group is told."""
+        ...
+
+
+P = TypeVar("P")
+
+
+@dataclass(frozen=True, slots=True)
+class ExtensionPoint(Generic[P]):
+    """One extension point: its field in a profile's `plugins`, its label in metrics, and the
+    protocol a plugin declares to implement it."""
+
+    field: str
+    label: str
+    # the protocol class (typed as `type` because mypy accepts only concrete classes as type[P])
+    protocol: type
+
+    def declared_by(self, cls: type) -> bool:
+        return declares(cls, self.protocol)
+
+    def select(self, plugins: Iterable[Plugin]) -> list[P]:
+        return [cast(P, p) for p in plugins if self.declared_by(type(p))]
+
+
+QUEUE_SORT: ExtensionPoint[QueueSortPlugin] = ExtensionPoint("queueSort", "QueueSort", QueueSortPlugin)
+PRE_ENQUEUE: ExtensionPoint[PreEnqueuePlugin] = ExtensionPoint("preEnqueue", "PreEnqueue", PreEnqueuePlugin)
+PRE_FILTER: ExtensionPoint[PreFilterPlugin] = ExtensionPoint("preFilter", "PreFilter", PreFilterPlugin)
+FILTER: ExtensionPoint[FilterPlugin] = ExtensionPoint("filter", "Filter", FilterPlugin)
+POST_FILTER: ExtensionPoint[PostFilterPlugin] = ExtensionPoint("postFilter", "PostFilter", PostFilterPlugin)
+PRE_SCORE: ExtensionPoint[PreScorePlugin] = ExtensionPoint("preScore", "PreScore", PreScorePlugin)
+SCORE: ExtensionPoint[ScorePlugin] = ExtensionPoint("score", "Score", ScorePlugin)
+RESERVE: ExtensionPoint[ReservePlugin] = ExtensionPoint("reserve", "Reserve", ReservePlugin)
+PERMIT: ExtensionPoint[PermitPlugin] = ExtensionPoint("permit", "Permit", PermitPlugin)
+PRE_BIND: ExtensionPoint[PreBindPlugin] = ExtensionPoint("preBind", "PreBind", PreBindPlugin)
+BIND: ExtensionPoint[BindPlugin] = ExtensionPoint("bind", "Bind", BindPlugin)
+POST_BIND: ExtensionPoint[PostBindPlugin] = ExtensionPoint("postBind", "PostBind", PostBindPlugin)
+
+# in the order kube-scheduler's configuration lists them
+EXTENSION_POINTS: tuple[ExtensionPoint[Any], ...] = (
+    QUEUE_SORT,
+    PRE_ENQUEUE,
+    PRE_FILTER,
+    FILTER,
+    POST_FILTER,
+    PRE_SCORE,
+    SCORE,
+    RESERVE,
+    PERMIT,
+    PRE_BIND,
+    BIND,
+    POST_BIND,
+)
+EXTENSION_POINTS_BY_FIELD: dict[str, ExtensionPoint[Any]] = {p.field: p for p in EXTENSION_POINTS}
+
+# protocols a plugin may declare beside the extension points': optional parts of one
+PLUGIN_PROTOCOLS: tuple[type, ...] = (
+    *(p.protocol for p in EXTENSION_POINTS),
+    PreEnqueueRecheck,
+    PreFilterExtensions,
+    ScoreExtensions,
+    GroupPlugin,
+)
+
+
+def declares(cls: type, protocol: type) -> bool:
+    """Whether the class names the protocol among its bases (directly or through a base)."""
+    return protocol in cls.__mro__
+
+
+def _protocol_methods(protocol: type) -> list[str]:
+    return [name for name, value in vars(protocol).items() if callable(value) and not name.startswith("_")]
 
 
 class Plugin:
@@ -63,15 +266,27 @@ class Plugin:
         self.handle = handle
         self.args = args
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # a declared protocol whose method the class leaves out would run the protocol's empty
+        # body (a filter that passes everything): refuse such a plugin when it is defined
+        for protocol in PLUGIN_PROTOCOLS:
+            if not declares(cls, protocol):
+                continue
+            for name in _protocol_methods(protocol):
+                if getattr(cls, name) is getattr(protocol, name):
+                    raise TypeError(f"plugin {cls.__name__} declares {protocol.__name__} but has no {name}()")
+
     @classmethod
     def extension_points(cls) -> list[str]:
-        return [point for point, methods in EXTENSION_POINTS.items() if all(hasattr(cls, m) for m in methods)]
+        return [p.field for p in EXTENSION_POINTS if p.declared_by(cls)]
 
     def events_to_register(self) -> Sequence[ClusterEvent]:
         """Cluster events that can make a pod this plugin rejected schedulable again."""
         return ()
 
 
+# ------------------------------------------------------------------------------ events and results
 @dataclass(frozen=True, slots=True)
 class ClusterEvent:
     """`resource` is Node, Pod, PodGroup, ...; `action` Add, Update, Delete or All."""
@@ -110,14 +325,14 @@ class FilterResult:
     __slots__ = ("passed", "reason_of", "statuses")
 
     def __init__(
-        self, passed: np.ndarray, statuses: list[Status], reason_of: np.ndarray | None = None
+        self, passed: npt.NDArray[np.bool_], statuses: list[Status], reason_of: np.ndarray | None = None
     ) -> None:
         self.passed = passed
         self.statuses = statuses
         self.reason_of = reason_of
 
     @staticmethod
-    def uniform(passed: np.ndarray, status: Status) -> FilterResult | None:
+    def uniform(passed: npt.NDArray[np.bool_], status: Status) -> FilterResult | None:
         if passed.all():
             return None
         return FilterResult(passed, [status])
@@ -128,7 +343,7 @@ class FilterResult:
 
 @dataclass(slots=True)
 class BatchResult:
-    """What the scheduler tells a batching plugin at the end of a pass over a group's members."""
+    """What the scheduler tells a group plugin at the end of a pass over a group's members."""
 
     attempted: list[str]
     failed: dict[str, str]  # pod key -> why it did not fit
@@ -140,5 +355,5 @@ class PostFilterResult:
     status: Status
 
 
-def plugin_label(obj: Any) -> str:
+def plugin_label(obj: object) -> str:
     return getattr(obj, "NAME", type(obj).__name__)

@@ -11,32 +11,55 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from pydantic import ValidationError
 
 from koordpy.api.pod import Pod
+from koordpy.config.args import PluginArgs
 from koordpy.config.defaults import KOORDPY_DEFAULT_PLUGINS, KUBE_DEFAULT_PLUGINS
 from koordpy.config.errors import ConfigError, from_validation_error
-from koordpy.config.models import EXTENSION_POINT_FIELDS, PluginRef, Plugins, PluginSet
+from koordpy.config.models import PluginRef, Plugins, PluginSet, SchedulerConfiguration
 from koordpy.config.models import Profile as ProfileConfig
 from koordpy.framework.cycle_state import CycleState
 from koordpy.framework.diagnosis import Diagnosis
 from koordpy.framework.handle import Handle
 from koordpy.framework.interfaces import (
-    MAX_NODE_SCORE,
+    BIND,
+    EXTENSION_POINTS,
+    FILTER,
+    PERMIT,
+    POST_BIND,
+    POST_FILTER,
+    PRE_BIND,
+    PRE_ENQUEUE,
+    PRE_FILTER,
+    PRE_SCORE,
+    QUEUE_SORT,
+    RESERVE,
+    SCORE,
     ClusterEvent,
-    FilterResult,
+    ExtensionPoint,
+    GroupPlugin,
     Plugin,
     PostFilterResult,
+    PreEnqueueRecheck,
+    PreFilterExtensions,
+    Rows,
+    ScoreExtensions,
+    declares,
 )
-from koordpy.framework.status import SUCCESS, Code, Status, error, unschedulable
+from koordpy.framework.status import SUCCESS, Code, Status, unschedulable
 
 Registry = Mapping[str, type[Plugin]]
 
 # Records plugin execution time: (extension point, plugin name, status label, seconds).
 DurationObserver = Callable[[str, str, str, float], None]
+
+POINT_FIELDS = tuple(p.field for p in EXTENSION_POINTS)
+
+P = TypeVar("P")
 
 
 @dataclass(slots=True)
@@ -77,17 +100,14 @@ def resolve_plugins(config: Plugins | None, registry: Registry, path: str) -> Re
     defaults = Plugins(multiPoint=PluginSet(enabled=default_plugin_refs(registry)))
     custom = config or Plugins()
     merged = Plugins(
-        **{
-            f: _merge_set(getattr(defaults, f), getattr(custom, f))
-            for f in ("multiPoint", *EXTENSION_POINT_FIELDS)
-        }
+        **{f: _merge_set(getattr(defaults, f), getattr(custom, f)) for f in ("multiPoint", *POINT_FIELDS)}
     )
-    for point in ("multiPoint", *EXTENSION_POINT_FIELDS):
+    for point in ("multiPoint", *POINT_FIELDS):
         for i, ref in enumerate(getattr(merged, point).enabled):
             if ref.name not in registry:
                 raise ConfigError(f"{path}.plugins.{point}.enabled[{i}].name", f"unknown plugin {ref.name!r}")
     out = ResolvedPlugins()
-    for point in EXTENSION_POINT_FIELDS:
+    for point in POINT_FIELDS:
         specific: PluginSet = getattr(merged, point)
         disabled = {p.name for p in specific.disabled}
         names: list[str] = []
@@ -127,7 +147,7 @@ def specific_queue_sort(plugins: Plugins) -> bool:
     return bool(plugins.queueSort.enabled)
 
 
-def validate_args(cls: type[Plugin], raw: Mapping[str, Any] | None, path: str) -> Any:
+def validate_args(cls: type[Plugin], raw: Mapping[str, Any] | None, path: str) -> PluginArgs | None:
     if cls.Args is None:
         if raw:
             raise ConfigError(path, f"plugin {cls.NAME} takes no args")
@@ -136,6 +156,37 @@ def validate_args(cls: type[Plugin], raw: Mapping[str, Any] | None, path: str) -
         return cls.Args.model_validate(dict(raw or {}))
     except ValidationError as err:
         raise from_validation_error(err, path) from None
+
+
+@dataclass(slots=True)
+class CheckedProfile:
+    """A profile's configuration once checked: its plugins per extension point and their args."""
+
+    resolved: ResolvedPlugins
+    args: dict[str, PluginArgs | None]
+
+
+def check_profile(config: ProfileConfig, registry: Registry, index: int = 0) -> CheckedProfile:
+    """Everything that can be wrong with a profile, found without building a plugin."""
+    path = f"profiles[{index}]"
+    resolved = resolve_plugins(config.plugins, registry, path)
+    raw_args = {pc.name: pc.args for pc in config.pluginConfig}
+    for pc in config.pluginConfig:
+        if pc.name not in registry:
+            raise ConfigError(f"{path}.pluginConfig[{pc.name}]", f"unknown plugin {pc.name!r}")
+    needed = {n for names in resolved.points.values() for n in names}
+    args = {
+        name: validate_args(registry[name], raw_args.get(name), f"{path}.pluginConfig[{name}].args")
+        for name in sorted(needed | set(raw_args))
+    }
+    return CheckedProfile(resolved, args)
+
+
+def validate_configuration(config: SchedulerConfiguration, registry: Registry) -> None:
+    """Raises ConfigError for the first problem in any profile (what building a scheduler from
+    the configuration would raise)."""
+    for i, pc in enumerate(config.profiles):
+        check_profile(pc, registry, i)
 
 
 class Profile:
@@ -147,7 +198,6 @@ class Profile:
         index: int = 0,
         percentage_of_nodes_to_score: int | None = None,
     ) -> None:
-        path = f"profiles[{index}]"
         self.name = config.schedulerName
         self.handle = handle
         handle.profile = self
@@ -156,40 +206,55 @@ class Profile:
             if config.percentageOfNodesToScore is not None
             else percentage_of_nodes_to_score
         )
-        resolved = resolve_plugins(config.plugins, registry, path)
-        raw_args = {pc.name: pc.args for pc in config.pluginConfig}
-        for pc in config.pluginConfig:
-            if pc.name not in registry:
-                raise ConfigError(f"{path}.pluginConfig[{pc.name}]", f"unknown plugin {pc.name!r}")
-        needed = {n for names in resolved.points.values() for n in names}
-        self.plugins: dict[str, Plugin] = {}
-        for name in sorted(needed | set(raw_args)):
-            cls = registry[name]
-            args = validate_args(cls, raw_args.get(name), f"{path}.pluginConfig[{name}].args")
-            self.plugins[name] = cls(handle, args)
-        pts = resolved.points
-        self.queue_sort = self.plugins[pts["queueSort"][0]]
-        self.pre_enqueue = [self.plugins[n] for n in pts["preEnqueue"]]
+        checked = check_profile(config, registry, index)
+        resolved = self.resolved = checked.resolved
+        self.plugins: dict[str, Plugin] = {
+            name: registry[name](handle, args) for name, args in checked.args.items()
+        }
+
+        self.queue_sort = self._at(QUEUE_SORT)[0]
+        self.pre_enqueue = self._at(PRE_ENQUEUE)
         # PreEnqueue plugins that name the gated pods an event may let through
-        self.gate_wakers = [p for p in self.pre_enqueue if hasattr(p, "gated_pods_to_recheck")]
-        self.pre_filter = [self.plugins[n] for n in pts["preFilter"]]
-        self.filter = [self.plugins[n] for n in pts["filter"]]
-        self.post_filter = [self.plugins[n] for n in pts["postFilter"]]
-        self.pre_score = [self.plugins[n] for n in pts["preScore"]]
-        self.score = [(self.plugins[n], resolved.weights[n]) for n in pts["score"]]
-        self.reserve = [self.plugins[n] for n in pts["reserve"]]
-        self.permit = [self.plugins[n] for n in pts["permit"]]
-        self.pre_bind = [self.plugins[n] for n in pts["preBind"]]
-        self.bind = [self.plugins[n] for n in pts["bind"]]
-        self.post_bind = [self.plugins[n] for n in pts["postBind"]]
-        self.resolved = resolved
-        # a plugin that places groups of pods as a unit (gang scheduling), when one is enabled
-        self.batcher: Plugin | None = next((p for p in self.permit if hasattr(p, "batch_members")), None)
+        self.gate_wakers = [
+            p
+            for p in self.pre_enqueue
+            if isinstance(p, PreEnqueueRecheck) and declares(type(p), PreEnqueueRecheck)
+        ]
+        self.pre_filter = self._at(PRE_FILTER)
+        self.pre_filter_extensions = [
+            p
+            for p in self.pre_filter
+            if isinstance(p, PreFilterExtensions) and declares(type(p), PreFilterExtensions)
+        ]
+        self.filter = self._at(FILTER)
+        self.post_filter = self._at(POST_FILTER)
+        self.pre_score = self._at(PRE_SCORE)
+        self.score = [
+            (
+                p,
+                resolved.weights[p.NAME],
+                p if isinstance(p, ScoreExtensions) and declares(type(p), ScoreExtensions) else None,
+            )
+            for p in self._at(SCORE)
+        ]
+        self.reserve = self._at(RESERVE)
+        self.permit = self._at(PERMIT)
+        self.pre_bind = self._at(PRE_BIND)
+        self.bind = self._at(BIND)
+        self.post_bind = self._at(POST_BIND)
+        # the plugin that places groups of pods as a unit (gang scheduling), when one is enabled
+        self.group: GroupPlugin | None = next(
+            (p for p in self.permit if isinstance(p, GroupPlugin) and declares(type(p), GroupPlugin)), None
+        )
         self.observe: DurationObserver | None = None
         # the events that can make a pod rejected by each plugin schedulable again
         self.events: dict[str, tuple[ClusterEvent, ...]] = {
             name: tuple(p.events_to_register()) for name, p in self.plugins.items()
         }
+
+    def _at(self, point: ExtensionPoint[P]) -> list[P]:
+        """The plugins enabled at the point, in run order."""
+        return point.select(self.plugins[n] for n in self.resolved.points[point.field])
 
     def plugin(self, name: str) -> Plugin | None:
         return self.plugins.get(name)
@@ -197,7 +262,7 @@ class Profile:
     # --------------------------------------------------------------------------- queue side
     def run_pre_enqueue(self, pod: Pod) -> Status | None:
         for p in self.pre_enqueue:
-            st = p.pre_enqueue(pod)  # type: ignore[attr-defined]
+            st = p.pre_enqueue(pod)
             if st is not None and not st.is_success:
                 return st.with_plugin(p.NAME)
         return None
@@ -207,7 +272,7 @@ class Profile:
         allowed: frozenset[str] | None = None
         for p in self.pre_filter:
             t0 = time.perf_counter() if self.observe else 0.0
-            result, st = p.pre_filter(state, pod)  # type: ignore[attr-defined]
+            result, st = p.pre_filter(state, pod)
             if self.observe:
                 self.observe("PreFilter", p.NAME, (st or SUCCESS).code.label, time.perf_counter() - t0)
             if st is not None:
@@ -227,20 +292,16 @@ class Profile:
         return allowed, None
 
     def pre_filter_add_pod(self, state: CycleState, pod: Pod, other: Pod, row: int) -> None:
-        for p in self.pre_filter:
-            hook = getattr(p, "pre_filter_add_pod", None)
-            if hook is not None and p.NAME not in state.skip_filter:
-                hook(state, pod, other, row)
+        for p in self.pre_filter_extensions:
+            if p.NAME not in state.skip_filter:
+                p.pre_filter_add_pod(state, pod, other, row)
 
     def pre_filter_remove_pod(self, state: CycleState, pod: Pod, other: Pod, row: int) -> None:
-        for p in self.pre_filter:
-            hook = getattr(p, "pre_filter_remove_pod", None)
-            if hook is not None and p.NAME not in state.skip_filter:
-                hook(state, pod, other, row)
+        for p in self.pre_filter_extensions:
+            if p.NAME not in state.skip_filter:
+                p.pre_filter_remove_pod(state, pod, other, row)
 
-    def run_filter(
-        self, state: CycleState, pod: Pod, rows: np.ndarray, diagnosis: Diagnosis | None
-    ) -> np.ndarray:
+    def run_filter(self, state: CycleState, pod: Pod, rows: Rows, diagnosis: Diagnosis | None) -> Rows:
         """The rows that pass every filter; failures are recorded in `diagnosis`. Plugins run in
         order over the rows still alive, so a node's recorded status is its first failure."""
         alive = rows
@@ -250,7 +311,7 @@ class Profile:
             if p.NAME in state.skip_filter:
                 continue
             t0 = time.perf_counter() if self.observe else 0.0
-            result: FilterResult | None = p.filter(state, pod, alive)  # type: ignore[attr-defined]
+            result = p.filter(state, pod, alive)
             if self.observe:
                 self.observe(
                     "Filter",
@@ -305,25 +366,19 @@ class Profile:
     ) -> Status | None:
         """Run every filter for one node as if `added` pods were on it; None when it passes."""
         snap = self.handle.snapshot
-        trial = state.clone()
-        placed = []
-        try:
+        trial_state = state.clone()
+        with snap.trial() as trial:
             for other in added:
-                if snap.info(row).pods.get(other.key) is None:
-                    snap.add_pod(other, row)
-                    placed.append(other)
-                    self.pre_filter_add_pod(trial, pod, other, row)
-            return self.filter_one(trial, pod, row)
-        finally:
-            for other in placed:
-                snap.remove_pod(other, row)
+                if trial.add_pod(other, row):
+                    self.pre_filter_add_pod(trial_state, pod, other, row)
+            return self.filter_one(trial_state, pod, row)
 
     def filter_one(self, state: CycleState, pod: Pod, row: int) -> Status | None:
         one = np.array([row], dtype=np.int64)
         for p in self.filter:
             if p.NAME in state.skip_filter:
                 continue
-            result = p.filter(state, pod, one)  # type: ignore[attr-defined]
+            result = p.filter(state, pod, one)
             if result is not None and not result.passed[0]:
                 return result.status_at(0).with_plugin(p.NAME)
         return None
@@ -332,7 +387,7 @@ class Profile:
         last = PostFilterResult(None, unschedulable())
         for p in self.post_filter:
             t0 = time.perf_counter() if self.observe else 0.0
-            res: PostFilterResult = p.post_filter(state, pod, diagnosis)  # type: ignore[attr-defined]
+            res = p.post_filter(state, pod, diagnosis)
             if self.observe:
                 self.observe("PostFilter", p.NAME, res.status.code.label, time.perf_counter() - t0)
             if res.status.is_success:
@@ -346,7 +401,7 @@ class Profile:
 
     def run_pre_score(self, state: CycleState, pod: Pod, rows: np.ndarray) -> Status | None:
         for p in self.pre_score:
-            st = p.pre_score(state, pod, rows)  # type: ignore[attr-defined]
+            st = p.pre_score(state, pod, rows)
             if st is None:
                 continue
             if st.code == Code.SKIP:
@@ -357,14 +412,13 @@ class Profile:
 
     def run_score(self, state: CycleState, pod: Pod, rows: np.ndarray) -> np.ndarray:
         total = np.zeros(rows.size, dtype=np.int64)
-        for p, weight in self.score:
+        for p, weight, normalizer in self.score:
             if p.NAME in state.skip_score:
                 continue
             t0 = time.perf_counter() if self.observe else 0.0
-            scores = p.score(state, pod, rows)  # type: ignore[attr-defined]
-            normalize = getattr(p, "normalize_score", None)
-            if normalize is not None:
-                scores = normalize(state, pod, rows, scores)
+            scores = p.score(state, pod, rows)
+            if normalizer is not None:
+                scores = normalizer.normalize_score(state, pod, rows, scores)
             if self.observe:
                 self.observe("Score", p.NAME, "Success", time.perf_counter() - t0)
             total += np.asarray(scores, dtype=np.int64) * weight
@@ -372,22 +426,22 @@ class Profile:
 
     def run_reserve(self, state: CycleState, pod: Pod, node: str) -> Status | None:
         for i, p in enumerate(self.reserve):
-            st = p.reserve(state, pod, node)  # type: ignore[attr-defined]
+            st = p.reserve(state, pod, node)
             if st is not None and not st.is_success:
                 for q in reversed(self.reserve[: i + 1]):
-                    q.unreserve(state, pod, node)  # type: ignore[attr-defined]
+                    q.unreserve(state, pod, node)
                 return st.with_plugin(p.NAME)
         return None
 
     def run_unreserve(self, state: CycleState, pod: Pod, node: str) -> None:
         for p in reversed(self.reserve):
-            p.unreserve(state, pod, node)  # type: ignore[attr-defined]
+            p.unreserve(state, pod, node)
 
     def run_permit(self, state: CycleState, pod: Pod, node: str) -> tuple[Status | None, dict[str, float]]:
         """(rejection or error | None, {plugin: timeout} of the plugins that asked to wait)."""
         waits: dict[str, float] = {}
         for p in self.permit:
-            st, timeout = p.permit(state, pod, node)  # type: ignore[attr-defined]
+            st, timeout = p.permit(state, pod, node)
             if st is None or st.is_success:
                 continue
             if st.code == Code.WAIT:
@@ -396,27 +450,14 @@ class Profile:
             return st.with_plugin(p.NAME), {}
         return None, waits
 
-    def run_pre_bind(
-        self, state: CycleState, pod: Pod, node: str
-    ) -> tuple[Status | None, list[tuple[str, str]]]:
-        annotations: list[tuple[str, str]] = []
+    def run_pre_bind(self, state: CycleState, pod: Pod, node: str) -> Status | None:
+        """PreBind; the annotations the binding carries are left in `state.binding_annotations`."""
         for p in self.pre_bind:
-            st = p.pre_bind(state, pod, node)  # type: ignore[attr-defined]
-            if isinstance(st, list):
-                annotations.extend(st)
-                continue
+            st = p.pre_bind(state, pod, node)
             if st is not None and not st.is_success and st.code != Code.SKIP:
-                return st.with_plugin(p.NAME), annotations
-        return None, annotations
+                return st.with_plugin(p.NAME)
+        return None
 
     def run_post_bind(self, state: CycleState, pod: Pod, node: str) -> None:
         for p in self.post_bind:
-            p.post_bind(state, pod, node)  # type: ignore[attr-defined]
-
-
-def clamp_scores(scores: np.ndarray) -> np.ndarray:
-    return np.clip(scores, 0, MAX_NODE_SCORE)
-
-
-def build_error(message: str) -> Status:
-    return error(message)
+            p.post_bind(state, pod, node)

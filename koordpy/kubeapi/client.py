@@ -1,9 +1,10 @@
 """Raw JSON requests to a kube-apiserver on one aiohttp session.
 
-kubernetes-asyncio loads the credentials (kubeconfig, in-cluster service account, exec plugins);
-the requests themselves skip its generated client: its models cost more than the scheduling cycle
-they would feed, its session looks up proxies in the environment on every request (a thread-pool
-hop each time), and some answers (the Binding's `v1.Status`) cannot be deserialized by it at all.
+kubernetes-asyncio loads the credentials (kubeconfig, in-cluster service account, exec plugins;
+`koordpy.kubeapi.credentials` chooses which); the requests themselves skip its generated client:
+its models cost more than the scheduling cycle they would feed, its session looks up proxies in the
+environment on every request (a thread-pool hop each time), and some answers (the Binding's
+`v1.Status`) cannot be deserialized by it at all.
 Here the proxy is settled once when connecting, JSON goes through orjson, and one connection pool
 is shared by every request, with its size set for many small concurrent writes.
 """
@@ -22,8 +23,8 @@ from urllib.parse import urlsplit
 import aiohttp
 import orjson
 from kubernetes_asyncio import client as k8s_client
-from kubernetes_asyncio import config as k8s_config
-from kubernetes_asyncio.config.config_exception import ConfigException
+
+from koordpy.kubeapi.credentials import load_configuration
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -131,31 +132,10 @@ class KubeApi:
         self._authorization_at = -TOKEN_REFRESH_SECONDS
 
     @staticmethod
-    async def load_configuration(
-        kubeconfig: str | None = None, context: str | None = None
-    ) -> k8s_client.Configuration:
-        """From the kubeconfig when one is named, else the in-cluster service account, else the
-        default kubeconfig ($KUBECONFIG or ~/.kube/config)."""
-        configuration = k8s_client.Configuration()
-        if kubeconfig:
-            await k8s_config.load_kube_config(
-                config_file=kubeconfig,
-                context=context,
-                client_configuration=configuration,
-                persist_config=False,
-            )
-        else:
-            try:
-                k8s_config.load_incluster_config(client_configuration=configuration)
-            except ConfigException:
-                await k8s_config.load_kube_config(
-                    context=context, client_configuration=configuration, persist_config=False
-                )
-        return configuration
-
-    @staticmethod
     async def connect(kubeconfig: str | None = None, context: str | None = None) -> KubeApi:
-        return KubeApi(await KubeApi.load_configuration(kubeconfig, context))
+        """With the credentials `credentials.load_configuration` chooses (raises CredentialsError
+        when there are none)."""
+        return KubeApi(await load_configuration(kubeconfig, context))
 
     async def close(self) -> None:
         await self._session.close()

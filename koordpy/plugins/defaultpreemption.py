@@ -41,7 +41,7 @@ from koordpy.framework.cycle_state import CycleState
 from koordpy.framework.diagnosis import NO_NODE_AVAILABLE, Diagnosis
 from koordpy.framework.effects import Evict, Nominate
 from koordpy.framework.handle import Handle
-from koordpy.framework.interfaces import Plugin, PostFilterResult
+from koordpy.framework.interfaces import Plugin, PostFilterPlugin, PostFilterResult
 from koordpy.framework.status import Code, Status
 from koordpy.plugins.disruptionbudgets import Budget, DisruptionBudgets, split_by_pdb
 
@@ -168,7 +168,7 @@ def _unschedulable(message: str) -> Status:
     return Status(Code.UNSCHEDULABLE, (text[:-1] if text.endswith(".") else text,))
 
 
-class DefaultPreemption(Plugin):
+class DefaultPreemption(Plugin, PostFilterPlugin):
     NAME = NAME
     Args = DefaultPreemptionArgs
 
@@ -317,21 +317,19 @@ class DefaultPreemption(Plugin):
         The node is left exactly as it was."""
         snap = self.handle.snapshot
         profile = self._profile()
-        info = snap.info(row)
-        potential = [p for p in info.pods.values() if p.priority < pod.priority and preemptible(p)]
+        potential = [p for p in snap.pods_on(row) if p.priority < pod.priority and preemptible(p)]
         if not potential:
             return [], 0, _NO_VICTIMS
-        order = list(info.pods.items())
-        trial = state.clone()
+        trial_state = state.clone()
+        with snap.trial() as trial:
 
-        def remove(victim: Pod) -> None:
-            snap.remove_pod(victim, row)
-            profile.pre_filter_remove_pod(trial, pod, victim, row)
+            def remove(victim: Pod) -> None:
+                trial.remove_pod(victim, row)
+                profile.pre_filter_remove_pod(trial_state, pod, victim, row)
 
-        try:
             for victim in potential:
                 remove(victim)
-            status = self._fits(trial, pod, row)
+            status = self._fits(trial_state, pod, row)
             if status is not None:
                 return [], 0, status
             potential.sort(key=importance_key)
@@ -340,22 +338,15 @@ class DefaultPreemption(Plugin):
             violations = 0
             for group, breaks_pdb in ((violating, True), (rest, False)):
                 for victim in group:
-                    snap.add_pod(victim, row)
-                    profile.pre_filter_add_pod(trial, pod, victim, row)
-                    if self._fits(trial, pod, row) is not None:
+                    trial.add_pod(victim, row)
+                    profile.pre_filter_add_pod(trial_state, pod, victim, row)
+                    if self._fits(trial_state, pod, row) is not None:
                         remove(victim)
                         victims.append(victim)
                         violations += breaks_pdb
-            if violating and rest:
-                victims.sort(key=importance_key)
-            return victims, violations, None
-        finally:
-            for victim in potential:
-                if victim.key not in info.pods:
-                    snap.add_pod(victim, row)
-            # the node's pods keep their order, as every other reader saw it before
-            info.pods.clear()
-            info.pods.update(order)
+        if violating and rest:
+            victims.sort(key=importance_key)
+        return victims, violations, None
 
     def _prepare(self, pod: Pod, best: _Candidate) -> None:
         """Evict the victims and take the node from lower-priority pods nominated to it."""

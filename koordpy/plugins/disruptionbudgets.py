@@ -1,6 +1,6 @@
 """PodDisruptionBudgets as preemption sees them: how many more pods each budget lets go, and which
 victims would break one. Shared by pod-level (DefaultPreemption) and job-level (Coscheduling)
-preemption through the handle's services, so that both hear every PDB event once."""
+preemption under one shared key, so that both hear every PDB event once."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from typing import Any
 from koordpy.api.errors import SpecError
 from koordpy.api.pdb import PodDisruptionBudget
 from koordpy.api.pod import Pod
+from koordpy.framework.handle import Handle, SharedKey
 
-SERVICE = "disruption_budgets"
+DISRUPTION_BUDGETS: SharedKey[DisruptionBudgets] = SharedKey("disruption_budgets")
 
 
 @dataclass(slots=True)
@@ -30,15 +31,15 @@ class DisruptionBudgets:
         self._pdbs: dict[str, PodDisruptionBudget] = {}
 
     @staticmethod
-    def shared(handle: Any) -> DisruptionBudgets:
-        """The scheduler's one instance, registered for PDB events on first use."""
-        budgets: DisruptionBudgets | None = handle.services.get(SERVICE)
-        if budgets is None:
-            budgets = handle.services[SERVICE] = DisruptionBudgets()
-            register = handle.services.get("register_object_handler")
-            if register is not None:
-                register("PodDisruptionBudget", budgets.on_pdb)
-        return budgets
+    def shared(handle: Handle) -> DisruptionBudgets:
+        """The scheduler's one instance, subscribed to PDB events on first use."""
+
+        def create() -> DisruptionBudgets:
+            budgets = DisruptionBudgets()
+            handle.on_object_event("PodDisruptionBudget", budgets.on_pdb)
+            return budgets
+
+        return handle.share(DISRUPTION_BUDGETS, create)
 
     def on_pdb(self, action: str, obj: Mapping[str, Any]) -> None:
         meta = obj.get("metadata") or {}

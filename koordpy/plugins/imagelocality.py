@@ -20,13 +20,14 @@ from typing import Any
 
 import numpy as np
 
+from koordpy.api import names
 from koordpy.api.pod import Pod
 from koordpy.config.args import PluginArgs
 from koordpy.framework.cycle_state import CycleState
 from koordpy.framework.handle import Handle
-from koordpy.framework.interfaces import MAX_NODE_SCORE, Plugin
+from koordpy.framework.interfaces import MAX_NODE_SCORE, Plugin, ScorePlugin
 
-NAME = "ImageLocality"
+NAME = names.IMAGE_LOCALITY
 
 MB = 1024 * 1024
 MIN_THRESHOLD = 23 * MB
@@ -64,10 +65,11 @@ def pod_images(pod: Pod) -> tuple[tuple[str, ...], int]:
 def calculate_priority(sum_scores: np.ndarray, containers: int) -> np.ndarray:
     max_threshold = MAX_CONTAINER_THRESHOLD * containers
     clamped = np.clip(sum_scores, MIN_THRESHOLD, max_threshold)
-    return MAX_NODE_SCORE * (clamped - MIN_THRESHOLD) // (max_threshold - MIN_THRESHOLD)
+    priority: np.ndarray = MAX_NODE_SCORE * (clamped - MIN_THRESHOLD) // (max_threshold - MIN_THRESHOLD)
+    return priority
 
 
-class ImageLocality(Plugin):
+class ImageLocality(Plugin, ScorePlugin):
     NAME = NAME
 
     def __init__(self, handle: Handle, args: PluginArgs | None = None) -> None:
@@ -101,4 +103,5 @@ class ImageLocality(Plugin):
 
     def score(self, state: CycleState, pod: Pod, rows: np.ndarray) -> np.ndarray:
         images, containers = pod_images(pod)
-        return self._image_scores(self.handle.snapshot, images, containers)[rows]
+        chosen: np.ndarray = self._image_scores(self.handle.snapshot, images, containers)[rows]
+        return chosen

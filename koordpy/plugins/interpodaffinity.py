@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, TypeVar
 import numpy as np
 from pydantic import Field, field_validator
 
+from koordpy.api import names
 from koordpy.api.affinity import AffinityTerm
 from koordpy.api.labels import LabelSelector
 from koordpy.api.pod import Pod
@@ -35,16 +36,22 @@ from koordpy.framework.interfaces import (
     NODE_UPDATE,
     POD_ALL,
     ClusterEvent,
+    FilterPlugin,
     FilterResult,
     Plugin,
+    PreFilterExtensions,
+    PreFilterPlugin,
     PreFilterResult,
+    PreScorePlugin,
+    ScoreExtensions,
+    ScorePlugin,
 )
 from koordpy.framework.status import SKIP, Status, unresolvable, unschedulable
 
 if TYPE_CHECKING:
     from koordpy.framework.handle import Handle
 
-NAME = "InterPodAffinity"
+NAME = names.INTER_POD_AFFINITY
 
 ERR_AFFINITY_RULES = "node(s) didn't match pod affinity rules"
 ERR_ANTI_AFFINITY_RULES = "node(s) didn't match pod anti-affinity rules"
@@ -247,7 +254,9 @@ def _grouped(items: Iterable[tuple[str, _T]]) -> dict[str, list[_T]]:
     return out
 
 
-class InterPodAffinity(Plugin):
+class InterPodAffinity(
+    Plugin, PreFilterPlugin, PreFilterExtensions, FilterPlugin, PreScorePlugin, ScorePlugin, ScoreExtensions
+):
     NAME = NAME
     Args = InterPodAffinityArgs
 
@@ -493,4 +502,5 @@ class InterPodAffinity(Plugin):
         # kube: float64(MaxNodeScore) * (float64(score-min) / float64(max-min)), truncated
         ratio = np.true_divide(scores - low, float(spread))
         ratio *= float(MAX_NODE_SCORE)
-        return ratio.astype(np.int64)
+        normalized: np.ndarray = ratio.astype(np.int64)
+        return normalized

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 from pydantic import field_validator
 
+from koordpy.api import names
 from koordpy.api.errors import SpecError, join_path
 from koordpy.api.nodeselector import (
     IN,
@@ -33,13 +34,18 @@ from koordpy.framework.interfaces import (
     NODE_ADD,
     NODE_UPDATE,
     ClusterEvent,
+    FilterPlugin,
     FilterResult,
     Plugin,
+    PreFilterPlugin,
     PreFilterResult,
+    PreScorePlugin,
+    ScoreExtensions,
+    ScorePlugin,
 )
 from koordpy.framework.status import SKIP, SUCCESS, Status, unresolvable
 
-NAME = "NodeAffinity"
+NAME = names.NODE_AFFINITY
 
 ERR_REASON_POD = "node(s) didn't match Pod's node affinity/selector"
 ERR_REASON_ENFORCED = "node(s) didn't match scheduler-enforced node affinity"
@@ -213,7 +219,7 @@ def default_normalize(scores: np.ndarray) -> np.ndarray:
     return scores * MAX_NODE_SCORE // top
 
 
-class NodeAffinity(Plugin):
+class NodeAffinity(Plugin, PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, ScoreExtensions):
     NAME = NAME
     Args = NodeAffinityArgs
 
@@ -317,7 +323,8 @@ class NodeAffinity(Plugin):
             weights = self._score_weights_of(pod)
         else:
             weights = cached[1]
-        return weights[rows]
+        chosen: np.ndarray = weights[rows]
+        return chosen
 
     def normalize_score(
         self, state: CycleState, pod: Pod, rows: np.ndarray, scores: np.ndarray

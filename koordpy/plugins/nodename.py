@@ -6,19 +6,20 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from koordpy.api import names
 from koordpy.api.pod import Pod
 from koordpy.framework.cycle_state import CycleState
-from koordpy.framework.interfaces import NODE_ADD, ClusterEvent, FilterResult, Plugin
+from koordpy.framework.interfaces import NODE_ADD, ClusterEvent, FilterPlugin, FilterResult, Plugin
 from koordpy.framework.status import unresolvable
 
-NAME = "NodeName"
+NAME = names.NODE_NAME
 
 ERR_REASON = "node(s) didn't match the requested node name"
 
 _STATUS = unresolvable(ERR_REASON)
 
 
-class NodeName(Plugin):
+class NodeName(Plugin, FilterPlugin):
     NAME = NAME
 
     def events_to_register(self) -> Sequence[ClusterEvent]:

@@ -8,26 +8,29 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from koordpy.api import names
 from koordpy.api.pod import Pod
 from koordpy.framework.cycle_state import CycleState
 from koordpy.framework.interfaces import (
     NODE_ADD,
     POD_DELETE,
     ClusterEvent,
+    FilterPlugin,
     FilterResult,
     Plugin,
+    PreFilterPlugin,
     PreFilterResult,
 )
 from koordpy.framework.status import SKIP, Status, unschedulable
 
-NAME = "NodePorts"
+NAME = names.NODE_PORTS
 
 ERR_REASON = "node(s) didn't have free ports for the requested pod ports"
 
 _STATUS = unschedulable(ERR_REASON)
 
 
-class NodePorts(Plugin):
+class NodePorts(Plugin, PreFilterPlugin, FilterPlugin):
     NAME = NAME
 
     def events_to_register(self) -> Sequence[ClusterEvent]:

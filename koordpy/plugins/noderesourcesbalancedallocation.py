@@ -15,11 +15,12 @@ from __future__ import annotations
 import numpy as np
 from pydantic import Field, field_validator
 
+from koordpy.api import names
 from koordpy.api.pod import Pod
 from koordpy.config.args import PluginArgs
 from koordpy.framework.cycle_state import CycleState
 from koordpy.framework.handle import Handle
-from koordpy.framework.interfaces import MAX_NODE_SCORE, Plugin
+from koordpy.framework.interfaces import MAX_NODE_SCORE, Plugin, PreScorePlugin, ScorePlugin
 from koordpy.framework.status import SKIP, Status
 from koordpy.plugins.noderesourcesfit import (
     DEFAULT_RESOURCES,
@@ -31,7 +32,7 @@ from koordpy.plugins.noderesourcesfit import (
     scored_column,
 )
 
-NAME = "NodeResourcesBalancedAllocation"
+NAME = names.NODE_RESOURCES_BALANCED_ALLOCATION
 
 _PRE_SCORE_KEY = "PreScore" + NAME
 
@@ -124,7 +125,7 @@ def _to_score(std: np.ndarray) -> np.ndarray:
     return score.astype(np.int64)
 
 
-class NodeResourcesBalancedAllocation(Plugin):
+class NodeResourcesBalancedAllocation(Plugin, PreScorePlugin, ScorePlugin):
     NAME = NAME
     Args = NodeResourcesBalancedAllocationArgs
 

@@ -25,6 +25,7 @@ from typing import Any, Final, Literal
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 
+from koordpy.api import names
 from koordpy.api.pod import Pod
 from koordpy.api.resources import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, is_extended_resource
 from koordpy.config.args import PluginArgs
@@ -37,13 +38,17 @@ from koordpy.framework.interfaces import (
     POD_DELETE,
     POD_UPDATE,
     ClusterEvent,
+    FilterPlugin,
     FilterResult,
     Plugin,
+    PreFilterPlugin,
     PreFilterResult,
+    PreScorePlugin,
+    ScorePlugin,
 )
 from koordpy.framework.status import Status, unschedulable
 
-NAME = "NodeResourcesFit"
+NAME = names.NODE_RESOURCES_FIT
 
 StrategyType = Literal["LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"]
 LEAST_ALLOCATED: Final = "LeastAllocated"
@@ -407,7 +412,7 @@ class _ScorePlan:
         self.requests = requests
 
 
-class NodeResourcesFit(Plugin):
+class NodeResourcesFit(Plugin, PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin):
     NAME = NAME
     Args = NodeResourcesFitArgs
 

@@ -27,16 +27,17 @@ from typing import Final, Literal
 import numpy as np
 from pydantic import Field, field_validator
 
+from koordpy.api import names
 from koordpy.api.pod import Pod
 from koordpy.api.resources import CPU, MEMORY
 from koordpy.config.args import PluginArgs
 from koordpy.framework.cycle_state import CycleState
 from koordpy.framework.handle import Handle
-from koordpy.framework.interfaces import MAX_NODE_SCORE, Plugin
+from koordpy.framework.interfaces import MAX_NODE_SCORE, Plugin, PreScorePlugin, ScorePlugin
 from koordpy.framework.status import Status
 from koordpy.plugins.noderesourcesfit import AllocatableColumns, RowView, requested_column
 
-NAME = "NodeResourcesFitPlus"
+NAME = names.NODE_RESOURCES_FIT_PLUS
 
 MOST_ALLOCATED: Final = "MostAllocated"
 LEAST_ALLOCATED: Final = "LeastAllocated"
@@ -79,7 +80,7 @@ class _Plan:
         self.weight_sum = sum(w for *_, w in items)
 
 
-class NodeResourcesFitPlus(Plugin):
+class NodeResourcesFitPlus(Plugin, PreScorePlugin, ScorePlugin):
     NAME = NAME
     Args = NodeResourcesFitPlusArgs
 

@@ -8,15 +8,23 @@ from typing import Any
 
 import numpy as np
 
+from koordpy.api import names
 from koordpy.api.pod import Pod
 from koordpy.api.taints import NO_SCHEDULE, Taint
 from koordpy.config.args import PluginArgs
 from koordpy.framework.cycle_state import CycleState
 from koordpy.framework.handle import Handle
-from koordpy.framework.interfaces import NODE_ADD, NODE_UPDATE, ClusterEvent, FilterResult, Plugin
+from koordpy.framework.interfaces import (
+    NODE_ADD,
+    NODE_UPDATE,
+    ClusterEvent,
+    FilterPlugin,
+    FilterResult,
+    Plugin,
+)
 from koordpy.framework.status import unresolvable
 
-NAME = "NodeUnschedulable"
+NAME = names.NODE_UNSCHEDULABLE
 
 ERR_REASON = "node(s) were unschedulable"
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", NO_SCHEDULE)
@@ -24,7 +32,7 @@ UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", NO_SCHEDULE)
 _STATUS = unresolvable(ERR_REASON)
 
 
-class NodeUnschedulable(Plugin):
+class NodeUnschedulable(Plugin, FilterPlugin):
     NAME = NAME
 
     def __init__(self, handle: Handle, args: PluginArgs | None = None) -> None:

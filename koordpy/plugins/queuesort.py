@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from koordpy.framework.interfaces import Plugin
+from koordpy.api import names
+from koordpy.framework.interfaces import Plugin, QueueSortPlugin
 from koordpy.framework.queued import QueuedPodInfo
 
-NAME = "PrioritySort"
+NAME = names.PRIORITY_SORT
 
 
-class PrioritySort(Plugin):
+class PrioritySort(Plugin, QueueSortPlugin):
     NAME = NAME
 
     def sort_key(self, info: QueuedPodInfo) -> tuple[int, float]:

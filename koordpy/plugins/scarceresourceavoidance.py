@@ -18,14 +18,15 @@ from typing import Any
 import numpy as np
 from pydantic import Field, field_validator
 
+from koordpy.api import names
 from koordpy.api.pod import Pod
 from koordpy.api.resources import PODS
 from koordpy.config.args import PluginArgs
 from koordpy.framework.cycle_state import CycleState
 from koordpy.framework.handle import Handle
-from koordpy.framework.interfaces import MAX_NODE_SCORE, Plugin
+from koordpy.framework.interfaces import MAX_NODE_SCORE, Plugin, ScorePlugin
 
-NAME = "ScarceResourceAvoidance"
+NAME = names.SCARCE_RESOURCE_AVOIDANCE
 
 _CACHE_LIMIT = 256
 
@@ -63,7 +64,7 @@ class _NodeResources:
         return self.has[col] if col < self.has.shape[0] else np.zeros(self.count.size, dtype=np.int64)
 
 
-class ScarceResourceAvoidance(Plugin):
+class ScarceResourceAvoidance(Plugin, ScorePlugin):
     NAME = NAME
     Args = ScarceResourceAvoidanceArgs
 
@@ -107,4 +108,5 @@ class ScarceResourceAvoidance(Plugin):
             if len(nodes.scores) >= _CACHE_LIMIT:
                 nodes.scores.clear()
             scores = nodes.scores[requested] = self._scores(snapshot, nodes, requested)
-        return scores[rows]
+        chosen: np.ndarray = scores[rows]
+        return chosen

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from koordpy.api import names
 from koordpy.api.pod import Pod
-from koordpy.framework.interfaces import POD_UPDATE, ClusterEvent, Plugin
+from koordpy.framework.interfaces import POD_UPDATE, ClusterEvent, Plugin, PreEnqueuePlugin, PreEnqueueRecheck
 from koordpy.framework.status import Status, unresolvable
 
-NAME = "SchedulingGates"
+NAME = names.SCHEDULING_GATES
 
 
 def gates_message(gates: Sequence[str]) -> str:
@@ -17,7 +18,7 @@ def gates_message(gates: Sequence[str]) -> str:
     return f"waiting for scheduling gates: [{' '.join(gates)}]"
 
 
-class SchedulingGates(Plugin):
+class SchedulingGates(Plugin, PreEnqueuePlugin, PreEnqueueRecheck):
     NAME = NAME
 
     def events_to_register(self) -> Sequence[ClusterEvent]:

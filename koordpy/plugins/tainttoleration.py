@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from koordpy.api import names
 from koordpy.api.pod import Pod
 from koordpy.api.taints import (
     NO_EXECUTE,
@@ -31,12 +32,15 @@ from koordpy.framework.interfaces import (
     NODE_UPDATE,
     POD_UPDATE,
     ClusterEvent,
+    FilterPlugin,
     FilterResult,
     Plugin,
+    ScoreExtensions,
+    ScorePlugin,
 )
 from koordpy.framework.status import SUCCESS, Status, unresolvable
 
-NAME = "TaintToleration"
+NAME = names.TAINT_TOLERATION
 
 _FILTER_EFFECTS = frozenset((NO_SCHEDULE, NO_EXECUTE))
 _CACHE_LIMIT = 256
@@ -153,7 +157,7 @@ def reverse_normalize(scores: np.ndarray) -> np.ndarray:
     return table.take(scores)
 
 
-class TaintToleration(Plugin):
+class TaintToleration(Plugin, FilterPlugin, ScorePlugin, ScoreExtensions):
     NAME = NAME
 
     def __init__(self, handle: Handle, args: PluginArgs | None = None) -> None:
@@ -206,7 +210,8 @@ class TaintToleration(Plugin):
         verdict = self._verdict(pod)
         if not verdict.any_count:
             return np.zeros(rows.size, dtype=np.int32)
-        return verdict.counts[rows]
+        counts: np.ndarray = verdict.counts[rows]
+        return counts
 
     def normalize_score(
         self, state: CycleState, pod: Pod, rows: np.ndarray, scores: np.ndarray

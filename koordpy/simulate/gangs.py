@@ -4,17 +4,17 @@ controller would write and why it is not placed when it is not."""
 from __future__ import annotations
 
 from koordpy.api.podgroup import SIGS_GROUP
-from koordpy.cluster.memory import MemoryCluster
 from koordpy.plugins.coscheduling.gang import FROM_ANNOTATION
-from koordpy.plugins.coscheduling.registry import SERVICE, GangRegistry
+from koordpy.plugins.coscheduling.registry import GANG_REGISTRY
 from koordpy.simulate.loader import Scenario
+from koordpy.simulate.memory import MemoryCluster
 from koordpy.simulate.report import PodGroupResult, Report
 from koordpy.status.podgroup import MemberCounts, occupied_by, settle
 
 
 def add_pod_groups(world: MemoryCluster, scenario: Scenario, report: Report) -> None:
-    registry = world.scheduler.services.get(SERVICE)
-    if not isinstance(registry, GangRegistry):
+    registry = world.scheduler.shared.get(GANG_REGISTRY)
+    if registry is None:
         return
     now = world.clock.now()
     for gang in sorted(registry.gangs.values(), key=lambda g: (g.namespace, g.name)):

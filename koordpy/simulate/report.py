@@ -16,6 +16,8 @@ from typing import Any
 
 import yaml
 
+from koordpy.api import names
+
 __all__ = [
     "BOUND",
     "PENDING",
@@ -32,7 +34,7 @@ __all__ = [
 
 BOUND = "Bound"
 PENDING = "Pending"
-PREEMPTED = "Preempted"
+PREEMPTED = names.EVENT_PREEMPTED
 NONE = "<none>"  # how kubectl shows an unset field, so that every column keeps a value
 
 

@@ -4,19 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from koordpy.cluster.memory import MemoryCluster
+from koordpy.api import names
 from koordpy.config.models import SchedulerConfiguration
 from koordpy.framework.clock import VirtualClock
 from koordpy.plugins import registry
 from koordpy.scheduler import Scheduler
 from koordpy.simulate.gangs import add_pod_groups
 from koordpy.simulate.loader import Scenario
+from koordpy.simulate.memory import MemoryCluster
 from koordpy.simulate.report import PodGroupResult, PodResult, PreemptionResult, Report
 from koordpy.status.fragmentation import GPU, fragmentation
 from koordpy.status.topology import TopologySpecError, build_tree, detail_status, parse_layer_chain
 
-REASON_SCHEDULER_NOT_FOUND = "SchedulerNotFound"
-REASON_SCHEDULING_GATED = "SchedulingGated"
+REASON_SCHEDULER_NOT_FOUND = names.SCHEDULER_NOT_FOUND
+REASON_SCHEDULING_GATED = names.SCHEDULING_GATED
 
 # Extra sections of the report (PodGroup status, topology status, ...) come from the features that
 # own them; each contributes through a hook that sees the finished world.
@@ -27,27 +28,20 @@ SETUP_HOOKS: list[SetupHook] = []
 REPORT_HOOKS: list[ReportHook] = []
 
 
-def pdb_raw(pdb: object) -> dict[str, object]:
-    raw = getattr(pdb, "raw", None)
-    if raw:
-        # the whole object: handlers (preemption) need the selector, the budget and the status
-        return dict(raw)
-    return {"metadata": {"namespace": getattr(pdb, "namespace", ""), "name": getattr(pdb, "name", "")}}
-
-
 def build_world(scenario: Scenario, config: SchedulerConfiguration) -> MemoryCluster:
     clock = VirtualClock(0.0)
     scheduler = Scheduler(config, registry(), clock)
     world = MemoryCluster(scheduler, clock)
-    scheduler.services["scenario.pdbs"] = scenario.pdbs
     for ns in scenario.namespaces:
         world.add_namespace(ns)
     for node in scenario.nodes:
         world.add_node(node)
+    # the scheduler takes these kinds as an informer delivers them, as API objects: each gets the
+    # very object it was loaded from, never one rebuilt from the parsed view
     for pg in scenario.pod_groups:
         scheduler.on_object("PodGroup", "Add", pg.raw)
     for pdb in scenario.pdbs:
-        scheduler.on_object("PodDisruptionBudget", "Add", pdb_raw(pdb))
+        scheduler.on_object("PodDisruptionBudget", "Add", pdb.raw)
     for topology in scenario.topologies:
         scheduler.on_object("ClusterNetworkTopology", "Add", topology)
     for hook in SETUP_HOOKS:
@@ -83,7 +77,7 @@ def add_topology_status(world: MemoryCluster, scenario: Scenario, report: Report
         report.clusterNetworkTopology = {
             "status": {
                 "conditions": [
-                    {"type": "Valid", "status": "False", "reason": "InvalidSpec", "message": str(err)}
+                    {"type": "Valid", "status": "False", "reason": names.INVALID_SPEC, "message": str(err)}
                 ],
                 "message": str(err),
             }
@@ -115,7 +109,9 @@ def build_report(world: MemoryCluster, scenario: Scenario) -> Report:
         raw = world.pods[key]
         nominated = (raw.get("status") or {}).get("nominatedNodeName") or None
         if key in evicted and key in world.deleted:
-            pods.append(PodResult(pod.namespace, pod.name, evicted[key].node, "Preempted", None, None, None))
+            pods.append(
+                PodResult(pod.namespace, pod.name, evicted[key].node, names.EVENT_PREEMPTED, None, None, None)
+            )
             continue
         if pod.node_name:
             pods.append(PodResult(pod.namespace, pod.name, pod.node_name, "Bound", None, None, None))
@@ -132,10 +128,12 @@ def build_report(world: MemoryCluster, scenario: Scenario) -> Report:
             queue = sched.queues[pod.scheduler_name]
             info = queue.infos.get(key)
             if info is not None and info.gated_message:
-                reason = "GangNotReady" if info.gated_by == "Coscheduling" else REASON_SCHEDULING_GATED
+                reason = (
+                    names.GANG_NOT_READY if info.gated_by == names.COSCHEDULING else REASON_SCHEDULING_GATED
+                )
                 message = info.gated_message
             else:
-                reason, message = "Unschedulable", "not scheduled before the simulation ended"
+                reason, message = names.UNSCHEDULABLE, "not scheduled before the simulation ended"
         pods.append(PodResult(pod.namespace, pod.name, None, "Pending", nominated, reason, message))
     preemptions = [
         PreemptionResult(e.victim, e.node, e.preemptor, e.trigger_pod, e.message) for e in world.evictions

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from kubernetes_asyncio import client
 
-from koordpy.cluster.kube import KubeWorld
+from koordpy.cluster.world import KubeWorld
 from tests.e2e.test_run import (  # noqa: F401  (fixtures shared with the run tests)
     CONFIG_DOC,
     NODE_LABEL,

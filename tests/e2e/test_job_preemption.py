@@ -28,7 +28,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio import config as k8s_config
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from koordpy.cluster.kube import KubeWorld
+from koordpy.cluster.world import KubeWorld
 from tests.e2e.kwok import create_ready_nodes
 from tests.e2e.test_gangs import create_podgroup
 from tests.e2e.test_run import NODE_LABEL, SCHEDULER_NAME, PodWatch, events_of, running_world, settle

@@ -29,7 +29,7 @@ from kubernetes_asyncio import config as k8s_config
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from koordpy.cluster.http import HealthServer
-from koordpy.cluster.kube import KubeWorld
+from koordpy.cluster.world import KubeWorld
 from koordpy.config.models import SchedulerConfiguration, parse_configuration
 from koordpy.framework.clock import RealClock
 from koordpy.framework.effects import Bind

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from koordpy.cluster.memory import MemoryCluster
 from koordpy.config.models import default_configuration
 from koordpy.framework.clock import VirtualClock
 from koordpy.framework.effects import PodUnschedulable
 from koordpy.plugins import registry
 from koordpy.scheduler import Scheduler
+from koordpy.simulate.memory import MemoryCluster
 from tests.builders import make_node, pod_dict
 
 X_K8S_LABEL = "scheduling.x-k8s.io/pod-group"

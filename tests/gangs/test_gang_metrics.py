@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from koordpy.cluster.memory import MemoryCluster
 from koordpy.config.models import default_configuration
 from koordpy.framework.clock import VirtualClock
 from koordpy.metrics import SchedulerMetrics
 from koordpy.plugins import registry
 from koordpy.scheduler import Scheduler
+from koordpy.simulate.memory import MemoryCluster
 from tests.builders import make_node, pod_dict
 
 G = "gang.scheduling.koordinator.sh"

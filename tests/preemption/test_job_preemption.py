@@ -17,11 +17,11 @@ import pytest
 from koordpy.api.node import Node
 from koordpy.api.pdb import PodDisruptionBudget
 from koordpy.api.podgroup import PodGroup
-from koordpy.cluster.memory import MemoryCluster
 from koordpy.config.models import default_configuration
 from koordpy.plugins.coscheduling.preemption import JobPreemption
 from koordpy.scheduler import Scheduler
 from koordpy.simulate.loader import Scenario
+from koordpy.simulate.memory import MemoryCluster
 from koordpy.simulate.runner import build_world
 from tests.builders import node_dict, pod_dict
 
@@ -782,7 +782,7 @@ def test_pod_arriving_while_the_victims_terminate_does_not_take_the_room(
 def test_at_most_one_attempt_per_pass(monkeypatch: pytest.MonkeyPatch) -> None:
     """A NonStrict gang tries every member in a pass; all three fail, yet the pass preempts once."""
     calls: list[str] = []
-    original_pass = Scheduler._cycle_batch
+    original_pass = Scheduler._cycle_group
     original_preempt = JobPreemption.preempt
 
     def counting_pass(self: Scheduler, *args: Any) -> None:
@@ -793,7 +793,7 @@ def test_at_most_one_attempt_per_pass(monkeypatch: pytest.MonkeyPatch) -> None:
         calls.append(trigger.name)
         return original_preempt(self, trigger, gang, diagnosis)
 
-    monkeypatch.setattr(Scheduler, "_cycle_batch", counting_pass)
+    monkeypatch.setattr(Scheduler, "_cycle_group", counting_pass)
     monkeypatch.setattr(JobPreemption, "preempt", counting_preempt)
     objs = [node(f"n{i}") for i in (1, 2, 3)] + [running(f"low-{i}", f"n{i}", "4", 1) for i in (1, 2, 3)]
     objs += [group("g", 3, **{f"{G}/mode": "NonStrict"}), *(member(f"g-{i}", "g", "4") for i in range(3))]

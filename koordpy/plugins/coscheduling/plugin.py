@@ -16,17 +16,34 @@ writes one message that every pending member carries.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from pydantic import Field, field_validator
 
+from koordpy.api import names
 from koordpy.api.duration import parse_duration
 from koordpy.api.pod import Pod
 from koordpy.config.args import PluginArgs
 from koordpy.framework.cycle_state import CycleState
 from koordpy.framework.diagnosis import Diagnosis, fit_error_message
 from koordpy.framework.effects import RecordEvent
-from koordpy.framework.interfaces import BatchResult, ClusterEvent, Plugin, PostFilterResult, PreFilterResult
+from koordpy.framework.handle import Handle, SharedKey
+from koordpy.framework.interfaces import (
+    BatchResult,
+    ClusterEvent,
+    GroupPlugin,
+    PermitPlugin,
+    Plugin,
+    PostBindPlugin,
+    PostFilterPlugin,
+    PostFilterResult,
+    PreBindPlugin,
+    PreEnqueuePlugin,
+    PreEnqueueRecheck,
+    PreFilterPlugin,
+    PreFilterResult,
+    QueueSortPlugin,
+    ReservePlugin,
+)
 from koordpy.framework.queued import QueuedPodInfo
 from koordpy.framework.status import SKIP, Code, Status
 from koordpy.plugins.coscheduling.gang import (
@@ -44,19 +61,19 @@ from koordpy.plugins.coscheduling.networktopology import (
     ClusterTopologyView,
     NetworkTopologySpec,
     Placement,
-    offer_slots,
     plan_with_offers,
     unknown_layer_message,
 )
+from koordpy.plugins.coscheduling.offers import offer_slots
 from koordpy.plugins.coscheduling.preemption import JobPreemption
-from koordpy.plugins.coscheduling.registry import SERVICE, GangRegistry
+from koordpy.plugins.coscheduling.registry import GANG_REGISTRY, GangRegistry
 from koordpy.status.topology import TopologyTree
 
-NAME = "Coscheduling"
-TOPOLOGY_SERVICE = "coscheduling.topology"
-REASON_TOPOLOGY_UNAVAILABLE = "NetworkTopologyUnavailable"
-REASON_GANG_NOT_READY = "GangNotReady"
-REASON_INVALID_SPEC = "InvalidSpec"
+NAME = names.COSCHEDULING
+TOPOLOGY_VIEW: SharedKey[ClusterTopologyView] = SharedKey("coscheduling.topology")
+REASON_TOPOLOGY_UNAVAILABLE = names.TOPOLOGY_UNAVAILABLE
+REASON_GANG_NOT_READY = names.GANG_NOT_READY
+REASON_INVALID_SPEC = names.INVALID_SPEC
 BIND_GANG_GROUP_ID = "internal.scheduling.koordinator.sh/bind-gang-group-id"
 BIND_GANG_MEMBER_COUNT = "internal.scheduling.koordinator.sh/bind-gang-member-count"
 BIND_GANG_GROUP_ID_DEPRECATED = "scheduling.koordinator.sh/bind-gang-group-id"
@@ -96,35 +113,47 @@ class CoschedulingArgs(PluginArgs):
         return float(self.default_timeout)
 
 
-class Coscheduling(Plugin):
+def _new_registry(handle: Handle, default_match_policy: str) -> GangRegistry:
+    # one registry per scheduler hears every pod and PodGroup event
+    registry = GangRegistry(handle.clock, default_match_policy)
+    handle.on_pod_event(registry.on_pod)
+    handle.on_object_event("PodGroup", registry.on_podgroup)
+    return registry
+
+
+def _new_topology_view(handle: Handle, registry: GangRegistry) -> ClusterTopologyView:
+    topology = ClusterTopologyView()
+    handle.on_object_event("ClusterNetworkTopology", topology.on_object)
+    # the layers a topology has decide whether a gang's gather rules are valid
+    handle.on_object_event("ClusterNetworkTopology", lambda action, obj: registry.touch_all())
+    return topology
+
+
+class Coscheduling(
+    Plugin,
+    QueueSortPlugin,
+    PreEnqueuePlugin,
+    PreEnqueueRecheck,
+    PreFilterPlugin,
+    PostFilterPlugin,
+    ReservePlugin,
+    PermitPlugin,
+    PreBindPlugin,
+    PostBindPlugin,
+    GroupPlugin,
+):
     NAME = NAME
     Args = CoschedulingArgs
 
-    def __init__(self, handle: Any, args: CoschedulingArgs | None = None) -> None:
+    def __init__(self, handle: Handle, args: CoschedulingArgs | None = None) -> None:
         super().__init__(handle, args)
         self.cargs: CoschedulingArgs = args or CoschedulingArgs()
-        registry = handle.services.get(SERVICE)
-        if registry is None:
-            registry = GangRegistry(handle.clock, self.cargs.default_match_policy)
-            handle.services[SERVICE] = registry
-            # one registry per scheduler hears every pod and PodGroup event
-            listeners = handle.services.get("pod_listeners")
-            if listeners is not None:
-                listeners.append(registry.on_pod)
-            register = handle.services.get("register_object_handler")
-            if register is not None:
-                register("PodGroup", registry.on_podgroup)
+        policy = self.cargs.default_match_policy
+        registry = handle.share(GANG_REGISTRY, lambda: _new_registry(handle, policy))
         self.registry: GangRegistry = registry
-        topology = handle.services.get(TOPOLOGY_SERVICE)
-        if topology is None:
-            topology = ClusterTopologyView()
-            handle.services[TOPOLOGY_SERVICE] = topology
-            register = handle.services.get("register_object_handler")
-            if register is not None:
-                register("ClusterNetworkTopology", topology.on_object)
-                # the layers a topology has decide whether a gang's gather rules are valid
-                register("ClusterNetworkTopology", lambda action, obj: registry.touch_all())
-        self.topology: ClusterTopologyView = topology
+        self.topology: ClusterTopologyView = handle.share(
+            TOPOLOGY_VIEW, lambda: _new_topology_view(handle, registry)
+        )
         # the node each member of the group being placed goes to, when its placement was planned
         self._planned: dict[str, str] = {}
         # gang groups told that their topology request could not be honoured, and why
@@ -407,9 +436,7 @@ class Coscheduling(Plugin):
         return f"{head} cannot be placed as a whole: {', '.join(parts)} members could be placed{why}"
 
     def observe(self, event: str, value: float) -> None:
-        hook = self.handle.services.get("gang_event")
-        if hook is not None:
-            hook(event, value)
+        self.handle.observer.gang_event(event, value)
 
     def _allow_group(self, gang: Gang) -> None:
         waiting = self.handle.waiting_pods
@@ -469,19 +496,22 @@ class Coscheduling(Plugin):
         ), self.wait_seconds(gang)
 
     # ----------------------------------------------------------------------------- binding
-    def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> list[tuple[str, str]] | None:
+    def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        """The members released together carry their group's id and size in the binding."""
         gang = self.registry.gang(pod)
         if gang is None:
             return None
         members = self._binding_members.get(gang.group_id, frozenset())
         if len(members) > 1 and pod.key in members:
             count = str(len(members))
-            return [
-                (BIND_GANG_GROUP_ID, gang.group_id),
-                (BIND_GANG_MEMBER_COUNT, count),
-                (BIND_GANG_GROUP_ID_DEPRECATED, gang.group_id),
-                (BIND_GANG_MEMBER_COUNT_DEPRECATED, count),
-            ]
+            state.binding_annotations.extend(
+                (
+                    (BIND_GANG_GROUP_ID, gang.group_id),
+                    (BIND_GANG_MEMBER_COUNT, count),
+                    (BIND_GANG_GROUP_ID_DEPRECATED, gang.group_id),
+                    (BIND_GANG_MEMBER_COUNT_DEPRECATED, count),
+                )
+            )
         return None
 
     def post_bind(self, state: CycleState, pod: Pod, node_name: str) -> None:

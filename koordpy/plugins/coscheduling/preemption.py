@@ -39,12 +39,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from koordpy.api.pod import PREEMPT_NEVER, Pod
+from koordpy.cache.trial import Trial
 from koordpy.framework.cycle_state import CycleState
 from koordpy.framework.diagnosis import Diagnosis
 from koordpy.framework.effects import Evict, Nominate
 from koordpy.framework.interfaces import PostFilterResult
 from koordpy.framework.status import Code, Status
-from koordpy.plugins.coscheduling.networktopology import Placement, offer_slots, plan_with_offers
+from koordpy.plugins.coscheduling.networktopology import Placement, plan_with_offers
+from koordpy.plugins.coscheduling.offers import offer_slots
 from koordpy.plugins.defaultpreemption import preemptible, terminating_by_preemption
 from koordpy.plugins.disruptionbudgets import Budget, DisruptionBudgets, split_by_pdb
 
@@ -114,14 +116,28 @@ class JobPreemption:
         return result
 
     def _preempt(self, trigger: Pod, gang: Gang, diagnosis: Diagnosis) -> PostFilterResult:
-        handle = self.handle
-        snap = handle.snapshot
         members = self.plugin.batch_members(trigger) or []
         if not members:
             return _unschedulable(MSG_NO_PENDING)
         if trigger.preemption_policy == PREEMPT_NEVER:
             return PostFilterResult(None, Status(Code.UNSCHEDULABLE, (MSG_POLICY_NEVER,)))
-        group = frozenset(gang.group)
+        if self._room_on_its_way(trigger, members, diagnosis):
+            # the room an earlier preemption made is on its way: do not evict more
+            return PostFilterResult(None, Status(Code.UNSCHEDULABLE, (MSG_TERMINATING,)))
+        victims = self._victims(trigger, self._potential_rows(diagnosis), frozenset(gang.group))
+        if not victims:
+            return self._fail(members, f"{MSG_NOT_HELPFUL}: {MSG_NO_VICTIMS} where evicting could help")
+        outcome, why = self._cheapest_outcome(trigger, members, victims)
+        if outcome is None:
+            return self._fail(members, f"{MSG_NOT_HELPFUL}: {why}")
+        plan, chosen = outcome
+        return self._execute(trigger, gang, members, plan, chosen)
+
+    def _room_on_its_way(self, trigger: Pod, members: Sequence[Pod], diagnosis: Diagnosis) -> bool:
+        """Whether a member is nominated to a node where a pod evicted by an earlier preemption
+        still terminates."""
+        handle = self.handle
+        snap = handle.snapshot
         codes = None if diagnosis.pre_filter_status is not None else diagnosis.code_by_row(snap.capacity)
         for member in members:
             nominated = handle.nominator.node_of(member.key) or member.nominated_node_name
@@ -134,31 +150,23 @@ class JobPreemption:
                 and codes[row] == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
             ):
                 continue  # a node the trigger can never use holds nothing for it
-            for other in snap.info(row).pods.values():
-                if (
-                    other.priority < member.priority
-                    and preemptible(other)
-                    and terminating_by_preemption(other)
-                ):
-                    # the room an earlier preemption made is on its way: do not evict more
-                    return PostFilterResult(None, Status(Code.UNSCHEDULABLE, (MSG_TERMINATING,)))
+            if any(
+                other.priority < member.priority and preemptible(other) and terminating_by_preemption(other)
+                for other in snap.pods_on(row)
+            ):
+                return True
+        return False
 
-        potential = self._potential_rows(diagnosis)
-        victims = self._victims(trigger, potential, group)
-        if not victims:
-            return self._fail(members, f"{MSG_NOT_HELPFUL}: {MSG_NO_VICTIMS} where evicting could help")
-        removed: list[_Victim] = []
-        planned: list[tuple[Pod, int]] = []
-        order_by_row: dict[int, list[tuple[str, Pod]]] = {}
-        by_key = {m.key: m for m in members}
+    def _cheapest_outcome(
+        self, trigger: Pod, members: Sequence[Pod], victims: Sequence[_Victim]
+    ) -> tuple[tuple[_Plan, list[_Victim]] | None, str]:
+        """With every victim gone, the plan and the victims it really needs that cost least; or
+        None and why some member cannot be placed even then."""
         best: tuple[tuple[int, int, int, int], _Plan, list[_Victim]] | None = None
         why = ""
-        try:
+        with self.handle.snapshot.trial() as cleared:
             for v in victims:
-                if v.row not in order_by_row:
-                    order_by_row[v.row] = list(snap.info(v.row).pods.items())
-                snap.remove_pod(v.pod, v.row)
-                removed.append(v)
+                cleared.remove_pod(v.pod, v.row)
             # member by member, a node's cost can be judged by the victims the member alone needs
             # there, or by all it could need: each misses cases the other gets, so both are tried
             # and the cheaper outcome, after the fewest-victims step, is taken
@@ -166,36 +174,15 @@ class JobPreemption:
                 plan, why = self._place(trigger, members, victims, by_need)
                 if plan is None:
                     break
-                for key, row in plan.rows.items():
-                    snap.add_pod(by_key[key], row)
-                    planned.append((by_key[key], row))
-                chosen = self._minimise(plan, by_key, victims, trigger)
-                # back to every victim off and no member on, for the next try
-                for pod, row in planned:
-                    snap.remove_pod(pod, row)
-                planned.clear()
-                for v in victims:
-                    if v.pod.key in snap.info(v.row).pods:
-                        snap.remove_pod(v.pod, v.row)
+                chosen = self._fewest_victims(plan, members, victims, trigger)
                 cost = self._total_cost(chosen)
                 if best is None or cost < best[0]:
                     best = (cost, plan, chosen)
                 if plan.exact:
                     break
-        finally:
-            for pod, row in planned:
-                snap.remove_pod(pod, row)
-            for v in removed:
-                if v.pod.key not in snap.info(v.row).pods:
-                    snap.add_pod(v.pod, v.row)
-            for row, order in order_by_row.items():
-                info = snap.info(row)
-                info.pods.clear()
-                info.pods.update(order)
         if best is None:
-            return self._fail(members, f"{MSG_NOT_HELPFUL}: {why}")
-        _, plan, chosen = best
-        return self._execute(trigger, gang, members, plan, chosen)
+            return None, why
+        return (best[1], best[2]), why
 
     def _total_cost(self, victims: Sequence[_Victim]) -> tuple[int, int, int, int]:
         """The cost of an eviction as a whole: PDBs broken, jobs, their priority ranks, pods."""
@@ -211,11 +198,15 @@ class JobPreemption:
         snap = self.handle.snapshot
         rows = snap.live_rows()
         if diagnosis.pre_filter_status is not None:
-            return rows if diagnosis.pre_filter_status.code == Code.UNSCHEDULABLE else rows[:0]
+            every_or_none: np.ndarray = (
+                rows if diagnosis.pre_filter_status.code == Code.UNSCHEDULABLE else rows[:0]
+            )
+            return every_or_none
         codes = diagnosis.code_by_row(snap.capacity)
         # nodes where the trigger's failure was unresolvable stay as they are; those without a
         # recorded status were never filtered for it (a topology plan that fell short) and count
-        return rows[codes[rows] != Code.UNSCHEDULABLE_AND_UNRESOLVABLE]
+        helpful: np.ndarray = rows[codes[rows] != Code.UNSCHEDULABLE_AND_UNRESOLVABLE]
+        return helpful
 
     def _victims(self, trigger: Pod, rows: np.ndarray, group: frozenset[str]) -> list[_Victim]:
         snap = self.handle.snapshot
@@ -296,9 +287,9 @@ class JobPreemption:
         profile: Any = self.handle.profile
         plan = _Plan(exact=False)
         disrupted: set[str] = set()
-        placed: list[tuple[Pod, int]] = []
         budgets = self.budgets.budgets(snap)
-        try:
+        # each member is planned with the earlier ones assumed on their nodes
+        with snap.trial() as trial:
             for member in members:
                 state = CycleState()
                 allowed, st = profile.run_pre_filter(state, member)
@@ -311,24 +302,32 @@ class JobPreemption:
                 feasible = profile.run_filter_with_nominated(state, member, rows, None, ignore)
                 if feasible.size == 0:
                     return None, f"pod {member.key} does not fit even with every lower-priority pod evicted"
-                free = [r for r in feasible.tolist() if r not in by_row]
-                if free:
-                    best = min(free, key=snap.node_name)
-                else:
-                    needed = {
-                        r: self._needed(member, r, by_row[r], budgets) if by_need else by_row[r]
-                        for r in feasible.tolist()
-                    }
-                    best = min(needed, key=lambda r: (self._cost(needed[r], disrupted), snap.node_name(r)))
-                    disrupted.update(v.job for v in needed[best])
+                best = self._cheapest_row(member, feasible, by_row, disrupted, budgets, by_need)
                 plan.rows[member.key] = best
                 plan.states[member.key] = state
-                snap.add_pod(member, best)
-                placed.append((member, best))
-        finally:
-            for member, row in placed:
-                snap.remove_pod(member, row)
+                trial.add_pod(member, best)
         return plan, ""
+
+    def _cheapest_row(
+        self,
+        member: Pod,
+        feasible: np.ndarray,
+        by_row: dict[int, list[_Victim]],
+        disrupted: set[str],
+        budgets: Sequence[Budget],
+        by_need: bool,
+    ) -> int:
+        """A node without victims if there is one (the first by name), else the cheapest; the jobs
+        its victims belong to join `disrupted`."""
+        snap = self.handle.snapshot
+        rows: list[int] = feasible.tolist()
+        free = [r for r in rows if r not in by_row]
+        if free:
+            return min(free, key=snap.node_name)
+        needed = {r: self._needed(member, r, by_row[r], budgets) if by_need else by_row[r] for r in rows}
+        best = min(needed, key=lambda r: (self._cost(needed[r], disrupted), snap.node_name(r)))
+        disrupted.update(v.job for v in needed[best])
+        return best
 
     def _place_in_topology(
         self,
@@ -358,11 +357,22 @@ class JobPreemption:
         return plan, ""
 
     # ------------------------------------------------------------------------------ fewest victims
-    def _minimise(
-        self, plan: _Plan, by_key: dict[str, Pod], victims: Sequence[_Victim], trigger: Pod
+    def _fewest_victims(
+        self, plan: _Plan, members: Sequence[Pod], victims: Sequence[_Victim], trigger: Pod
     ) -> list[_Victim]:
-        """Put victims back where the members planned on their node still fit; the rest go."""
-        snap = self.handle.snapshot
+        """The victims the plan really needs: with the members on their planned nodes, each victim
+        is given back where the members there still fit; the rest go."""
+        by_key = {m.key: m for m in members}
+        with self.handle.snapshot.trial() as trial:
+            for key, row in plan.rows.items():
+                trial.add_pod(by_key[key], row)
+            return self._minimise(trial, plan, by_key, victims, trigger)
+
+    def _minimise(
+        self, trial: Trial, plan: _Plan, by_key: dict[str, Pod], victims: Sequence[_Victim], trigger: Pod
+    ) -> list[_Victim]:
+        """Put victims back (in `trial`) where the members planned on their node still fit; the
+        rest go."""
         profile: Any = self.handle.profile
         members_on: dict[int, list[Pod]] = {}
         for key, row in plan.rows.items():
@@ -373,12 +383,12 @@ class JobPreemption:
             # PDB-protected victims are given back first, then the most important
             here.sort(key=lambda v: (not v.breaks_pdb, -v.pod.priority, v.job, v.pod.name))
             for v in here:
-                snap.add_pod(v.pod, row)
+                trial.add_pod(v.pod, row)
                 for m in members_on[row]:
                     profile.pre_filter_add_pod(plan.states[m.key], m, v.pod, row)
                 if self._members_fit(plan, members_on[row], row, trigger):
                     continue
-                snap.remove_pod(v.pod, row)
+                trial.remove_pod(v.pod, row)
                 for m in members_on[row]:
                     profile.pre_filter_remove_pod(plan.states[m.key], m, v.pod, row)
                 chosen.append(v)
@@ -388,25 +398,17 @@ class JobPreemption:
         """Whether the members planned on the node fit there one after the other."""
         snap = self.handle.snapshot
         profile: Any = self.handle.profile
-        for m in members:
-            snap.remove_pod(m, row)
-        back: list[Pod] = []
-        ok = True
-        try:
-            ignore = self.plugin.same_job(trigger)
-            one = np.array([row], dtype=np.int64)
+        ignore = self.plugin.same_job(trigger)
+        one = np.array([row], dtype=np.int64)
+        with snap.trial() as trial:
+            for m in members:
+                trial.remove_pod(m, row)
             for m in members:
                 # the profile's two-way check: with and without the room nominated to others
                 if not profile.run_filter_with_nominated(plan.states[m.key], m, one, None, ignore).size:
-                    ok = False
-                    break
-                snap.add_pod(m, row)
-                back.append(m)
-        finally:
-            for m in members:
-                if m not in back:
-                    snap.add_pod(m, row)
-        return ok
+                    return False
+                trial.add_pod(m, row)
+        return True
 
     # ------------------------------------------------------------------------------ execution
     def _execute(

@@ -17,6 +17,7 @@ from koordpy.api.errors import SpecError
 from koordpy.api.pod import Pod
 from koordpy.api.podgroup import PodGroup
 from koordpy.framework.clock import Clock
+from koordpy.framework.handle import SharedKey
 from koordpy.plugins.coscheduling.gang import (
     ANNOTATION_GROUPS,
     FROM_ANNOTATION,
@@ -28,7 +29,8 @@ from koordpy.plugins.coscheduling.gang import (
     spec_from_podgroup,
 )
 
-SERVICE = "coscheduling.registry"
+# the one registry of a scheduler, shared by its profiles' Coscheduling plugins and read by reports
+GANG_REGISTRY: SharedKey[GangRegistry] = SharedKey("coscheduling.registry")
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,6 +265,9 @@ class GangRegistry:
 
     def waiting_groups(self) -> int:
         return len({g.group_id for g in self.gangs.values() if g.waiting})
+
+    def gauges(self) -> dict[str, float]:
+        return {"koordpy_gang_groups_waiting": float(self.waiting_groups())}
 
     def next_deadline(self) -> float | None:
         now = self.clock.now()

@@ -1,12 +1,13 @@
-"""The cluster world: `koordpy run` against a kube-apiserver.
+"""The cluster world that feeds the scheduler and carries out its decisions.
 
 Informers list and watch Nodes, Pods, Namespaces, PodDisruptionBudgets and koordpy's custom
 resources and feed the scheduler's synchronous core; the scheduling loop runs cycles and turns the
-decisions the core drains into API calls: bindings (through `pods/binding`), status patches,
-evictions and `events.k8s.io/v1` Events. Every call that blocks runs in its own task, so the next
-scheduling cycle never waits for the last pod's binding.
+decisions the core drains into API calls: bindings (through `pods/binding`), status patches
+(`cluster.writes`), evictions and `events.k8s.io/v1` Events (`cluster.events`). Every call that
+blocks runs in its own task, so the next scheduling cycle never waits for the last pod's binding.
 
-All API traffic goes through `koordpy.kubeapi.KubeApi`.
+All API traffic goes through `koordpy.kubeapi.KubeApi`. `cluster.app` wires a world into
+`koordpy run` (health, leader election, the embedded operators).
 """
 
 from __future__ import annotations
@@ -16,34 +17,21 @@ import contextlib
 import functools
 import logging
 import random
-import signal
-import socket
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from koordpy.api import names
 from koordpy.api.namespace import Namespace
 from koordpy.api.node import Node
 from koordpy.api.pod import Pod
 from koordpy.cluster.events import EventRecorder, pod_reference
 from koordpy.cluster.writes import PodStatusWriter
-from koordpy.config.models import SchedulerConfiguration
-from koordpy.framework.clock import RealClock
 from koordpy.framework.effects import Bind, Effect, Evict, Nominate, PodUnschedulable, RecordEvent
-from koordpy.kubeapi.client import (
-    TRANSPORT_ERRORS,
-    ApiError,
-    KubeApi,
-    pod_path,
-    rfc3339,
-)
+from koordpy.kubeapi.client import TRANSPORT_ERRORS, ApiError, KubeApi, pod_path, rfc3339
 from koordpy.kubeapi.informer import (
     ADD,
-    ALL_PODS,
     DELETE,
-    PODS,
     UPDATE,
     WATCHED,
     EventHandler,
@@ -53,9 +41,6 @@ from koordpy.kubeapi.informer import (
 )
 from koordpy.metrics import SchedulerMetrics
 from koordpy.scheduler import Scheduler
-
-if TYPE_CHECKING:
-    from operators.facts import ClusterFacts
 
 log = logging.getLogger(__name__)
 
@@ -67,11 +52,6 @@ BUSY_TICK_INTERVAL = 1.0
 # a standby never carries out decisions; these are the ones made from events before it led
 MAX_HELD_EFFECTS = 10_000
 STANDBY_POLL = 1.0
-
-
-def default_identity() -> str:
-    """`<hostname>_<uuid>`, as kube-scheduler names its leader-election holder."""
-    return f"{socket.gethostname()}_{uuid.uuid4()}"
 
 
 def node_scheduling_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
@@ -109,10 +89,13 @@ def _condition_states(status: Mapping[str, Any]) -> dict[str, str]:
     return {str(c.get("type")): str(c.get("status")) for c in conditions if isinstance(c, dict)}
 
 
-# ============================================================================== the world
-EVENT_ACTIONS = {"Scheduled": "Binding", "FailedScheduling": "Scheduling", "Preempted": "Preempting"}
+EVENT_ACTIONS = {
+    names.EVENT_SCHEDULED: "Binding",
+    names.EVENT_FAILED_SCHEDULING: "Scheduling",
+    names.EVENT_PREEMPTED: "Preempting",
+}
 # a verdict that only says a gang is not complete yet settles before it is written
-SETTLING_REASONS = frozenset({"GangNotReady"})
+SETTLING_REASONS = frozenset({names.GANG_NOT_READY})
 
 # (action, object, previous object or None): another listener of the pods or nodes the world watches
 Watcher = Callable[[str, dict[str, Any], "dict[str, Any] | None"], None]
@@ -512,164 +495,8 @@ class KubeWorld:
         self.events.record(
             pod_reference(victim),
             "Normal",
-            "Preempted",
+            names.EVENT_PREEMPTED,
             "Preempting",
             f"Preempted by {e.trigger_pod} on node {e.node_name}",
             related=pod_reference(trigger) if trigger is not None else None,
         )
-
-
-# ============================================================================== koordpy run
-@dataclass(slots=True)
-class RunOptions:
-    config: SchedulerConfiguration
-    kubeconfig: str | None = None
-    context: str | None = None
-    leader_elect: bool = False
-    lease_name: str = "koordpy"
-    lease_namespace: str = "kube-system"
-    lease_duration: float = 15.0
-    renew_deadline: float = 10.0
-    retry_period: float = 2.0
-    bind_address: str = "0.0.0.0"
-    metrics_port: int = 10259
-    shutdown_timeout: float = 15.0
-    identity: str = field(default_factory=default_identity)
-    # the PodGroup and ClusterNetworkTopology status operators, in this process and event loop
-    operators: bool = True
-
-
-EXIT_OK = 0
-EXIT_LEADERSHIP_LOST = 1
-
-
-async def run(options: RunOptions) -> int:
-    """`koordpy run`: schedule until SIGTERM (exit 0) or until the lease is lost (exit 1)."""
-    from koordpy.cluster.http import HealthServer
-    from koordpy.cluster.leader import LeaderElector, LeaseSettings
-    from koordpy.plugins import registry
-
-    metrics = SchedulerMetrics()
-    scheduler = Scheduler(options.config, registry(), RealClock(), metrics)
-    metrics.track_pending(scheduler.pending_counts)
-    metrics.track_gauges(scheduler.scrape_gauges)
-    api = await KubeApi.connect(options.kubeconfig, options.context)
-    elector: LeaderElector | None = None
-    if options.leader_elect:
-        elector = LeaderElector(
-            api,
-            LeaseSettings(
-                name=options.lease_name,
-                namespace=options.lease_namespace,
-                identity=options.identity,
-                lease_duration=options.lease_duration,
-                renew_deadline=options.renew_deadline,
-                retry_period=options.retry_period,
-            ),
-            metrics,
-        )
-    # the embedded operators count finished members too, so the pods are watched whole; the
-    # scheduler still hears of a finished pod as a deletion
-    resources = tuple(ALL_PODS if r is PODS and options.operators else r for r in WATCHED)
-    world = KubeWorld(
-        api,
-        scheduler,
-        metrics,
-        options.identity,
-        leading=elector.is_leader if elector is not None else None,
-        resources=resources,
-    )
-    facts: ClusterFacts | None = None
-    if options.operators:
-        from operators.facts import ClusterFacts
-
-        # the operators read pods and nodes from the scheduler's own informers
-        facts = ClusterFacts()
-        world.pod_watchers.append(facts.on_pod)
-        world.node_watchers.append(facts.on_node)
-        world.on_synced.append(facts.synced.set)
-    operators_stop = asyncio.Event()
-    operators_task: asyncio.Task[None] | None = None
-
-    async def operators_until_stopped() -> None:
-        from operators import run_operators
-
-        try:
-            await run_operators(
-                options.kubeconfig,
-                operators_stop,
-                context=options.context,
-                facts=facts,
-                signal_handler=stop.set,
-            )
-        except Exception:  # the status operators failing must not stop the scheduling
-            log.exception("the status operators stopped; the scheduler goes on without them")
-
-    def start_operators() -> None:
-        # only the instance that schedules writes PodGroup and topology status
-        nonlocal operators_task
-        if options.operators and operators_task is None:
-            operators_task = asyncio.get_running_loop().create_task(operators_until_stopped())
-
-    async def stop_operators() -> None:
-        operators_stop.set()
-        if operators_task is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(asyncio.shield(operators_task), options.shutdown_timeout)
-            operators_task.cancel()
-
-    if elector is not None:
-        elector.on_started.append(world.wake)
-        elector.on_started.append(start_operators)
-
-    def ready() -> tuple[bool, str]:
-        missing = world.unsynced()
-        return (not missing, "informers not synced: " + ", ".join(missing))
-
-    def healthy() -> tuple[bool, str]:
-        if elector is not None and elector.lost.is_set():
-            return False, "leader election lost"
-        return True, ""
-
-    server = HealthServer(metrics, ready, healthy, options.bind_address, options.metrics_port)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    log.info("koordpy %s starting; profiles: %s", options.identity, ", ".join(scheduler.profiles))
-    try:
-        await server.start()
-        await world.start()
-        if elector is None:
-            start_operators()
-        stopped = asyncio.create_task(stop.wait())
-        waiters: list[asyncio.Task[Any]] = [stopped]
-        if elector is not None:
-            waiters.append(asyncio.create_task(elector.run()))
-        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-        if not stopped.done():
-            # the election ended: another instance may be the leader already, so not one more
-            # write from here (kube-scheduler exits the same way)
-            world.halt()
-            await stop_operators()
-            for waiter in waiters:
-                if waiter.done() and not waiter.cancelled() and waiter.exception() is not None:
-                    log.error("leader election failed", exc_info=waiter.exception())
-                waiter.cancel()
-            log.error("leader election lost; exiting")
-            return EXIT_LEADERSHIP_LOST
-        log.info("shutting down")
-        # scheduling first (nothing half-bound), then the operators, then the lease
-        await world.shutdown(options.shutdown_timeout)
-        await stop_operators()
-        for waiter in waiters:
-            waiter.cancel()
-        await asyncio.gather(*waiters, return_exceptions=True)
-        if elector is not None:
-            await elector.release()
-        return EXIT_OK
-    finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(sig)
-        await server.stop()
-        await api.close()

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from koordpy.api import names
 from koordpy.api.namespace import Namespace
 from koordpy.api.node import Node
 from koordpy.api.pod import Pod
@@ -181,7 +182,10 @@ class MemoryCluster:
         self.evictions.append(Eviction(key, e.node_name, e.preemptor, e.trigger_pod, e.message))
         self.events.append(
             RecordEvent(
-                e.victim, "Normal", "Preempted", f"Preempted by {e.trigger_pod} on node {e.node_name}"
+                e.victim,
+                "Normal",
+                names.EVENT_PREEMPTED,
+                f"Preempted by {e.trigger_pod} on node {e.node_name}",
             )
         )
         self._seq += 1

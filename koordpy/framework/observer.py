@@ -1,0 +1,47 @@
+"""Where the scheduler and its plugins report what they did (Prometheus in production; nothing
+in tests), and what parts of it may contribute at scrape time."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol, runtime_checkable
+
+
+class SchedulerObserver(Protocol):
+    def attempt(self, result: str, profile: str, seconds: float) -> None: ...
+    def scheduled(self, profile: str, attempts: int, seconds_since_first_attempt: float) -> None: ...
+    def extension_point(self, point: str, plugin: str, status: str, seconds: float) -> None: ...
+    # after PostFilter ran for a pod: how many victims it chose to evict (0 when preemption found none)
+    def preemption(self, profile: str, victims: int) -> None: ...
+    def gang_event(self, event: str, value: float) -> None: ...
+
+
+class NullObserver:
+    def attempt(self, result: str, profile: str, seconds: float) -> None:
+        pass
+
+    def scheduled(self, profile: str, attempts: int, seconds_since_first_attempt: float) -> None:
+        pass
+
+    def extension_point(self, point: str, plugin: str, status: str, seconds: float) -> None:
+        pass
+
+    def preemption(self, profile: str, victims: int) -> None:
+        pass
+
+    def gang_event(self, event: str, value: float) -> None:
+        pass
+
+
+@runtime_checkable
+class GaugeSource(Protocol):
+    """A shared object with gauges computed when metrics are scraped (name -> value)."""
+
+    def gauges(self) -> Mapping[str, float]: ...
+
+
+@runtime_checkable
+class Timed(Protocol):
+    """A shared object that needs the scheduler's `tick()` at a virtual or real time."""
+
+    def next_deadline(self) -> float | None: ...

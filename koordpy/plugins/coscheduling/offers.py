@@ -1,0 +1,232 @@
+"""Offer slots: how many of a gang group's pods, taken in order, each node can hold one after the
+other (the real filters; each pod sees the earlier ones assumed on the node). The topology plan
+(`koordpy.plugins.coscheduling.networktopology`) sums these offers up its tree.
+
+Pods whose fit depends only on resources and pod count are counted with array arithmetic over all
+nodes at once. Pods with host ports, inter-pod (anti-)affinity or spread constraints change what
+their siblings may do: for them the arithmetic gives a bound, and the nodes a plan would use are
+counted pod by pod, inside a trial, before the plan is trusted (`Offers.settle`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from koordpy.api.pod import Pod
+from koordpy.api.resources import PODS
+from koordpy.framework.cycle_state import CycleState
+from koordpy.framework.diagnosis import Diagnosis
+
+
+def _interacts(pod: Pod) -> bool:
+    """Whether placing the pod changes which of its siblings still fit beyond resources."""
+    return bool(
+        pod.host_ports or pod.required_affinity or pod.required_anti_affinity or pod.spread_constraints
+    )
+
+
+def _one_per_node_by_ports(pods: Sequence[Pod]) -> bool:
+    """Whether host ports are the pods' only interaction and some port is wanted by all of them
+    (the usual gang of one template with a hostPort): then no two of them share a node."""
+    if any(p.required_affinity or p.required_anti_affinity or p.spread_constraints for p in pods):
+        return False
+    shared = set(pods[0].host_ports)
+    for p in pods[1:]:
+        shared &= set(p.host_ports)
+        if not shared:
+            return False
+    return bool(shared)
+
+
+def _template_key(pod: Pod) -> tuple[Any, ...]:
+    """Pods equal under this key pass the same filters on the same nodes."""
+    return (
+        pod.namespace,
+        tuple(sorted(pod.requests.items())),
+        tuple(sorted(pod.node_selector.items())),
+        pod.required_node_affinity,
+        pod.tolerations,
+        pod.required_affinity,
+        pod.required_anti_affinity,
+        pod.spread_constraints,
+        pod.host_ports,
+        pod.priority,
+        tuple(sorted(pod.labels.items())),
+    )
+
+
+@dataclass(slots=True)
+class Offers:
+    # per snapshot row, how many of the pods (in order) fit there one after the other
+    slots: np.ndarray
+    # why the first pod fits nowhere else, for the failure message
+    diagnosis: Diagnosis
+    # pods whose fit depends on their siblings beyond resources: `slots` is then the resource
+    # bound, and a plan's nodes are checked with the real filters before it is trusted
+    pods: Sequence[Pod] = ()
+    kinds: Sequence[Any] = ()
+    ignore: Callable[[Pod], bool] | None = None
+    checked: set[int] = field(default_factory=set)
+
+    def settle(self, profile: Any, rows: Sequence[int]) -> bool:
+        """Count the given rows with the real filters, pod by pod; True when any offer dropped."""
+        todo = [r for r in rows if r not in self.checked]
+        if not todo or not self.kinds:
+            return False
+        before = self.slots[todo].copy()
+        bound = self.slots.copy()
+        _count_one_by_one(
+            profile, self.pods, self.kinds, np.array(todo, dtype=np.int64), self.slots, self.ignore
+        )
+        np.minimum(self.slots, bound, out=self.slots)
+        self.checked.update(todo)
+        return bool(np.any(self.slots[todo] < before))
+
+
+@dataclass(slots=True)
+class _Template:
+    pod: Pod
+    state: CycleState
+    feasible: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+
+def offer_slots(
+    profile: Any,
+    pods: Sequence[Pod],
+    rows: np.ndarray,
+    ignore_nominated: Callable[[Pod], bool] | None = None,
+) -> Offers:
+    """How many of `pods`, taken in order, each node in `rows` can hold (see the module doc)."""
+    snap = profile.handle.snapshot
+    slots = np.zeros(snap.capacity, dtype=np.int64)
+    diagnosis = Diagnosis()
+    if not pods or rows.size == 0:
+        return Offers(slots, diagnosis)
+    templates: dict[tuple[Any, ...], _Template] = {}
+    kinds: list[_Template] = []
+    for i, pod in enumerate(pods):
+        key = _template_key(pod)
+        t = templates.get(key)
+        if t is None:
+            state = CycleState()
+            allowed, st = profile.run_pre_filter(state, pod)
+            t = templates[key] = _Template(pod, state)
+            if st is not None:
+                if i == 0:
+                    diagnosis.pre_filter_msg = st.message
+                    diagnosis.pre_filter_status = st
+                    diagnosis.unschedulable_plugins.add(st.plugin)
+            else:
+                candidates = rows
+                if allowed is not None:
+                    candidates = rows[np.isin(rows, [snap.row_of[n] for n in allowed if n in snap.row_of])]
+                t.feasible = profile.run_filter_with_nominated(
+                    state, pod, candidates, diagnosis if i == 0 else None, ignore_nominated
+                )
+        kinds.append(t)
+    first = kinds[0].feasible
+    if first.size == 0:
+        return Offers(slots, diagnosis)
+    if not any(_interacts(p) for p in pods):
+        _count_by_arithmetic(profile, pods, kinds, first, slots, ignore_nominated)
+    elif _one_per_node_by_ports(pods):
+        # every pod wants the same host port: a node takes one of them at most
+        _count_by_arithmetic(profile, pods, kinds, first, slots, ignore_nominated)
+        np.minimum(slots, 1, out=slots)
+    else:
+        # counting every node pod by pod with the real filters costs about a millisecond a node:
+        # take the resource bound, and check only the nodes a plan would use (see plan_with_offers)
+        _count_by_arithmetic(profile, pods, kinds, first, slots, ignore_nominated)
+        return Offers(slots, diagnosis, pods, kinds, ignore_nominated)
+    return Offers(slots, diagnosis)
+
+
+def _count_by_arithmetic(
+    profile: Any,
+    pods: Sequence[Pod],
+    kinds: Sequence[_Template],
+    first: np.ndarray,
+    slots: np.ndarray,
+    ignore_nominated: Callable[[Pod], bool] | None,
+) -> None:
+    """Pods that only compete for resources: one vectorized step per pod over every node."""
+    snap = profile.handle.snapshot
+    rows = first
+    free = snap.allocatable[rows] - snap.requested[rows]
+    nominator = profile.handle.nominator
+    if nominator:
+        pos = {int(r): i for i, r in enumerate(rows.tolist())}
+        floor = min(p.priority for p in pods)
+        for node_name in nominator.nodes():
+            i = pos.get(snap.row_of.get(node_name, -1), -1)
+            if i < 0:
+                continue
+            for other in nominator.pods_on(node_name):
+                if other.priority >= floor and not (ignore_nominated and ignore_nominated(other)):
+                    free[i] -= snap.request_vector(other.requests)
+    static: dict[int, np.ndarray] = {}
+    alive = np.ones(rows.size, dtype=bool)
+    count = np.zeros(rows.size, dtype=np.int64)
+    pods_col = snap.resource_col[PODS]
+    for pod, kind in zip(pods, kinds, strict=True):
+        mask = static.get(id(kind))
+        if mask is None:
+            mask = static[id(kind)] = np.isin(rows, kind.feasible)
+        vec = snap.request_vector(pod.requests)
+        if vec.size > free.shape[1]:
+            # a resource no node had when `free` was taken: nobody has any of it
+            free = np.pad(free, ((0, 0), (0, vec.size - free.shape[1])))
+        cols = np.flatnonzero(vec[: free.shape[1]] > 0)
+        if cols.size == 0:
+            cols = np.array([pods_col])
+        ok = alive & mask & np.all(free[:, cols] >= vec[cols], axis=1)
+        if not ok.any():
+            break
+        free[ok] -= vec[: free.shape[1]]
+        count += ok
+        alive = ok
+    slots[rows] = count
+
+
+def _count_one_by_one(
+    profile: Any,
+    pods: Sequence[Pod],
+    kinds: Sequence[_Template],
+    first: np.ndarray,
+    slots: np.ndarray,
+    ignore_nominated: Callable[[Pod], bool] | None,
+) -> None:
+    """Pods whose placement changes what their siblings may do (ports, affinity, spreading): on each
+    node, the real filters with the earlier pods assumed there."""
+    snap = profile.handle.snapshot
+    distinct = list({id(k): k for k in kinds}.values())
+    nominator = profile.handle.nominator
+    nominated = {n: nominator.pods_on(n) for n in nominator.nodes()} if nominator else {}
+    for row in first.tolist():
+        node_name = snap.node_name(row)
+        trial_states = {id(k): k.state.clone() for k in distinct}
+        placed = 0
+        with snap.trial() as trial:
+            for pod, kind in zip(pods, kinds, strict=True):
+                held = [
+                    o
+                    for o in nominated.get(node_name, ())
+                    if o.priority >= pod.priority and not (ignore_nominated and ignore_nominated(o))
+                ]
+                trial_state = trial_states[id(kind)]
+                st = (
+                    profile.filter_one_with_pods(trial_state, pod, row, held)
+                    if held
+                    else profile.filter_one(trial_state, pod, row)
+                )
+                if st is not None:
+                    break
+                trial.add_pod(pod, row)
+                placed += 1
+                for k in distinct:
+                    profile.pre_filter_add_pod(trial_states[id(k)], k.pod, pod, row)
+        slots[row] = placed
