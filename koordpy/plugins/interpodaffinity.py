@@ -217,7 +217,7 @@ def _count_matching_all(snap: Snapshot, terms: Sequence[AffinityTerm]) -> np.nda
         assert matcher is not None
         return snap.pod_count_by_row(matcher)
     selector = LabelSelector.from_requirements(
-        [r for t in terms for r in t.selector.requirements]  # type: ignore[union-attr]
+        [r for t in terms if t.selector is not None for r in t.selector.requirements]
     )
     first = terms[0]
     if all(

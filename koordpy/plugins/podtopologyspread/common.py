@@ -12,7 +12,7 @@ import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -142,8 +142,7 @@ def label_codes(snap: Any, key: str, hw: int) -> np.ndarray:
     return codes
 
 
-@dataclass(slots=True)
-class NodeView:
+class NodeView(NamedTuple):
     """What a filtering or scoring plan starts from: the rows up to the high-water mark, which of
     them are live, the pod's node-affinity and taint masks, and each constraint's label codes."""
 

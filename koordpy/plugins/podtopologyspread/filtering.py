@@ -85,15 +85,7 @@ def filter_plan(cache: SpreadCache, pod: Pod, cs: tuple[Constraint, ...]) -> Fil
     plan = cache.plan(key)
     if isinstance(plan, FilterPlan):
         return plan
-    view = node_view(cache, snap, pod, cs)
-    hw, live, affinity, taints, codes, all_keys = (
-        view.hw,
-        view.live,
-        view.affinity,
-        view.taints,
-        view.codes,
-        view.all_keys,
-    )
+    hw, live, affinity, taints, codes, all_keys = node_view(cache, snap, pod, cs)
     count_bins, node_bins, domains, n_domains = [], [], [], []
     for c, code in zip(cs, codes, strict=True):
         eligible = all_keys.copy()

@@ -103,15 +103,7 @@ def score_plan(cache: SpreadCache, pod: Pod, cs: tuple[Constraint, ...], require
     plan = cache.plan(key)
     if isinstance(plan, ScorePlan):
         return plan
-    view = node_view(cache, snap, pod, cs)
-    hw, live, affinity, taints, codes, all_keys = (
-        view.hw,
-        view.live,
-        view.affinity,
-        view.taints,
-        view.codes,
-        view.all_keys,
-    )
+    hw, live, affinity, taints, codes, all_keys = node_view(cache, snap, pod, cs)
     ignored = ~live | (~all_keys if require_all else False)
     components: list[np.ndarray] = [ignored]
     count_bins, n_bins = [], []
