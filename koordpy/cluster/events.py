@@ -77,6 +77,15 @@ def _reference_key(ref: Mapping[str, Any] | None) -> tuple[str, ...]:
     return tuple(str(ref.get(k) or "") for k in ("kind", "namespace", "name", "uid"))
 
 
+async def wait_set(event: asyncio.Event, timeout: float) -> bool:
+    """Until the event is set (True) or `timeout` passed (False): how a writer's `wait_idle` ends."""
+    try:
+        await asyncio.wait_for(event.wait(), timeout)
+    except TimeoutError:
+        return False
+    return True
+
+
 @dataclass(slots=True)
 class _Recorded:
     """An event the apiserver holds (or is about to), and its series as counted here."""
@@ -170,11 +179,7 @@ class EventRecorder:
 
     async def wait_idle(self, timeout: float) -> bool:
         """Until every queued event was sent (True) or `timeout` passed (False)."""
-        try:
-            await asyncio.wait_for(self._idle.wait(), timeout)
-        except TimeoutError:
-            return False
-        return True
+        return await wait_set(self._idle, timeout)
 
     # ------------------------------------------------------------------ sending
     async def _work(self) -> None:

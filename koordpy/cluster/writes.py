@@ -30,7 +30,7 @@ from typing import Any, Protocol
 
 from koordpy.api import names
 from koordpy.api.pod import Pod
-from koordpy.cluster.events import EventRecorder, pod_reference
+from koordpy.cluster.events import EventRecorder, pod_reference, wait_set
 from koordpy.kubeapi.client import (
     STRATEGIC_MERGE_PATCH,
     TRANSPORT_ERRORS,
@@ -152,11 +152,7 @@ class PodStatusWriter:
 
     async def wait_idle(self, timeout: float) -> bool:
         """Until every write due (all but the parked refreshes) was made (True), or `timeout`."""
-        try:
-            await asyncio.wait_for(self._idle.wait(), timeout)
-        except TimeoutError:
-            return False
-        return True
+        return await wait_set(self._idle, timeout)
 
     async def run(self) -> None:
         tasks = [asyncio.create_task(self._work(), name=f"pod-status-{i}") for i in range(self._workers)]

@@ -23,7 +23,7 @@ from koordpy.scheduler.group import GroupCycle
 
 
 class Scheduler(GroupCycle):
-    """Built with `Scheduler(config, registry, clock, observer=None)` (see SchedulerCore)."""
+    """The scheduler the worlds drive: cluster events in, scheduling cycles while there is work."""
 
     # ============================================================================ events in
     def _broadcast(self, event: ClusterEvent) -> None:
