@@ -211,6 +211,21 @@ class SchedulerMetrics:
             ["resource", "type"],
             registry=r,
         )
+        self.cache_checks = Counter(
+            "koordpy_cache_checks_total",
+            "Checks of the scheduler cache's arrays against its records (periodic, and after any "
+            "internal error), by result: 'consistent'; 'repaired' (found inconsistent and rebuilt); "
+            "'failed' (still inconsistent after rebuilding: /healthz fails).",
+            ["result"],
+            registry=r,
+        )
+        self.event_failures = Counter(
+            "koordpy_informer_event_failures_total",
+            "API events the scheduler failed to apply, by resource; each is followed by a cache check "
+            "and one more try, and an object that fails again is left out with a Warning event.",
+            ["resource"],
+            registry=r,
+        )
         # plugin durations of the running cycle, summed per extension point and flushed with the
         # cycle's profile when the attempt ends (the observer hears of plugins without their profile)
         self._cycle_points: dict[str, tuple[float, str]] = {}
@@ -238,6 +253,9 @@ class SchedulerMetrics:
         self.preemption_attempts.inc()
         if victims:
             self.preemption_victims.observe(victims)
+
+    def cache_check(self, result: str) -> None:
+        self.cache_checks.labels(result).inc()
 
     # ------------------------------------------------------------------ the cluster world
     def track_write_backlog(self, source: Callable[[], Mapping[str, int]]) -> None:

@@ -28,6 +28,7 @@ from koordpy.api.resources import (
     CPU,
     DEFAULT_MEMORY_REQUEST,
     DEFAULT_MILLI_CPU_REQUEST,
+    MAX_AMOUNT,
     MEMORY,
     ResourceList,
     add_into,
@@ -241,7 +242,8 @@ def effective_requests(
     add_into(total, overhead)
     nz_cpu += overhead.get(CPU, 0)
     nz_mem += overhead.get(MEMORY, 0)
-    return {k: v for k, v in total.items() if v}, nz_cpu, nz_mem
+    # the "non-zero" sums saturate like every amount (see MAX_AMOUNT)
+    return {k: v for k, v in total.items() if v}, min(nz_cpu, MAX_AMOUNT), min(nz_mem, MAX_AMOUNT)
 
 
 def _qos_class(all_containers: list[_ContainerRequests]) -> str:

@@ -26,6 +26,12 @@ DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
 
 ResourceList = dict[str, int]
 
+# The largest amount of any one resource the scheduler represents, in canonical units: 2^53 is
+# ~9e12 cores, 8 PiB of memory, beyond any node. Larger quantities saturate here, as kube-scheduler
+# saturates at the int64 range: what they mean ("more than any node has") is kept, and every sum
+# and percentage over them stays far inside int64 and exact in float64, so no matrix can overflow.
+MAX_AMOUNT = 1 << 53
+
 
 def is_scalar_resource(name: str) -> bool:
     """Extended resources, hugepages and attachable volumes: everything but the four core names."""
@@ -50,7 +56,7 @@ def canonical_amount(name: str, value: Any, path: str) -> int:
         raise SpecError(path, str(err)) from None
     if q < 0:
         raise SpecError(path, f"quantity {value!r} must not be negative")
-    return to_milli(q) if name == CPU else to_int(q)
+    return min(to_milli(q) if name == CPU else to_int(q), MAX_AMOUNT)
 
 
 def parse_resource_list(obj: Mapping[str, Any] | None, path: str) -> ResourceList:
@@ -67,8 +73,10 @@ def parse_resource_list(obj: Mapping[str, Any] | None, path: str) -> ResourceLis
 
 
 def add_into(acc: ResourceList, other: Mapping[str, int]) -> None:
+    """Sums saturate at MAX_AMOUNT, like each amount: a pod of many huge containers asks for as
+    much as a pod of one."""
     for name, value in other.items():
-        acc[name] = acc.get(name, 0) + value
+        acc[name] = min(acc.get(name, 0) + value, MAX_AMOUNT)
 
 
 def max_into(acc: ResourceList, other: Mapping[str, int]) -> None:

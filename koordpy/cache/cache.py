@@ -139,3 +139,36 @@ class Cache:
 
     def pod_state(self, key: str) -> PodState | None:
         return self.pods.get(key)
+
+    # ----------------------------------------------------------------------------- consistency
+    def problems(self) -> list[str]:
+        """Where the arrays disagree with what the cache records (nodes, the pods on them, the
+        pods waiting for their node); empty when consistent."""
+        placed = {key: state.node_name for key, state in self.pods.items()}
+        found = self.snapshot.problems(placed)
+        for node_name, orphans in self._orphans.items():
+            for key in orphans:
+                if placed.get(key) != node_name:
+                    found.append(f"pod {key} waits for node {node_name} in the cache only")
+        return found
+
+    def repair(self) -> None:
+        """Rebuild the snapshot from the records: the nodes the snapshot's rows hold, and the pods
+        the cache places (bound or assumed)."""
+        self._check_no_trial()
+        snapshot = self.snapshot
+        # a node is kept in the row the name index gives it, else in the first row holding it
+        row_of: dict[str, int] = {}
+        for row, info in enumerate(snapshot.infos):
+            if info is not None and (info.name not in row_of or snapshot.row_of.get(info.name) == row):
+                row_of[info.name] = row
+        nodes = {row: snapshot.info(row).node for row in row_of.values()}
+        by_row: dict[int, list[Pod]] = {}
+        self._orphans = {}
+        for state in self.pods.values():
+            placed = row_of.get(state.node_name)
+            if placed is None:
+                self._orphans.setdefault(state.node_name, {})[state.pod.key] = state.pod
+            else:
+                by_row.setdefault(placed, []).append(state.pod)
+        snapshot.rebuild(nodes, by_row)

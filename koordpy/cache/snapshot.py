@@ -18,12 +18,20 @@ from koordpy.api.labels import LabelSelector
 from koordpy.api.namespace import Namespace
 from koordpy.api.node import Node
 from koordpy.api.pod import HostPort, Pod
-from koordpy.api.resources import CPU, MEMORY, PODS
+from koordpy.api.resources import CPU, MAX_AMOUNT, MEMORY, PODS
 from koordpy.cache.trial import Trial
 
 _INITIAL_CAPACITY = 64
 # request vectors remembered by the identity of the pod's requests mapping (about one per pod)
 _MAPPINGS_REMEMBERED = 16384
+
+# Per-node sums saturate here. A request is at most MAX_AMOUNT (2^53), so a sum below this bound
+# plus one more request stays inside int64; only a node holding over 500 pods that each ask for
+# more than any node has could reach it, and the consistency check recomputes sums from the pods.
+_SUM_LIMIT = 1 << 62
+# Below this no sum of pods a node can hold comes near _SUM_LIMIT: plain int64 arithmetic is safe,
+# and only vectors at or above it take the saturating path.
+_PLAIN_ARITHMETIC_BELOW = 1 << 40
 
 # a test on one label value; None stands for "the node has no such label"
 Predicate = Callable[[str | None], bool]
@@ -81,11 +89,6 @@ class LabelColumn:
             self.code_of[value] = c
         return c
 
-    def grow(self, capacity: int) -> None:
-        codes = np.full(capacity, -1, dtype=np.int32)
-        codes[: self.codes.size] = self.codes
-        self.codes = codes
-
     def value_mask(self, predicate_key: object, predicate: Predicate) -> tuple[np.ndarray, bool]:
         """Evaluate `predicate(value | None)` once per distinct value, memoized by `predicate_key`.
 
@@ -111,6 +114,23 @@ class LabelColumn:
         else:
             out &= codes >= 0
         return out
+
+
+def _saturated_sums(rows: np.ndarray, values: np.ndarray, capacity: int) -> np.ndarray:
+    """Per-row sums of `values` held to _SUM_LIMIT as the snapshot holds them. Each value is at
+    most MAX_AMOUNT, so an int64 sum can only have wrapped where the float64 sum, exact to far
+    better than the margin, is near the limit: those rows saturate."""
+    sums = np.zeros((capacity, values.shape[1]), dtype=np.int64)
+    approx = np.zeros((capacity, values.shape[1]), dtype=np.float64)
+    np.add.at(sums, rows, values)
+    np.add.at(approx, rows, values.astype(np.float64))
+    return np.where(approx >= _SUM_LIMIT, _SUM_LIMIT, sums)
+
+
+def _grown_codes(codes: np.ndarray, capacity: int) -> np.ndarray:
+    out = np.full(capacity, -1, dtype=codes.dtype)
+    out[: codes.size] = codes
+    return out
 
 
 def _grown(counts: np.ndarray, capacity: int) -> np.ndarray:
@@ -153,6 +173,8 @@ class Snapshot:
         self._vec_cache: dict[tuple[tuple[str, int], ...], np.ndarray] = {}
         self._vec_cache_width = len(self.resource_names)
         self._vec_of_mapping: dict[int, tuple[Mapping[str, int], np.ndarray]] = {}
+        # ids of cached request vectors with an amount at or above _PLAIN_ARITHMETIC_BELOW
+        self._huge_vecs: set[int] = set()
         self._open_trials: list[Trial] = []
 
     # ----------------------------------------------------------------------------- structure
@@ -178,21 +200,27 @@ class Snapshot:
 
     def _grow_rows(self) -> None:
         new = self.capacity * 2
+        # every new array is built before any is installed: running out of memory half way leaves
+        # the snapshot as it was, never with arrays of different lengths
+        matrices = {}
         for attr in ("allocatable", "requested", "nonzero_requested"):
             old = getattr(self, attr)
             arr = np.zeros((new, old.shape[1]), dtype=old.dtype, order="F")
             arr[: self.capacity] = old
-            setattr(self, attr, arr)
+            matrices[attr] = arr
         live = np.zeros(new, dtype=bool)
         live[: self.capacity] = self.live
+        label_codes = {key: _grown_codes(col.codes, new) for key, col in self.labels.items()}
+        counters = {matcher: _grown(counts, new) for matcher, counts in self._pod_counters.items()}
+        terms = {term_key: _grown(counts, new) for term_key, counts in self.term_counts.items()}
+        for attr, arr in matrices.items():
+            setattr(self, attr, arr)
         self.live = live
         self.infos.extend([None] * (new - self.capacity))
-        for col in self.labels.values():
-            col.grow(new)
-        for matcher, counts in list(self._pod_counters.items()):
-            self._pod_counters[matcher] = _grown(counts, new)
-        for term_key, counts in list(self.term_counts.items()):
-            self.term_counts[term_key] = _grown(counts, new)
+        for key, col in self.labels.items():
+            col.codes = label_codes[key]
+        self._pod_counters.update(counters)
+        self.term_counts.update(terms)
         self.capacity = new
 
     def resource_index(self, name: str) -> int:
@@ -201,16 +229,24 @@ class Snapshot:
         if col is not None:
             return col
         col = len(self.resource_names)
-        self.resource_names.append(name)
-        self.resource_col[name] = col
+        # both matrices are widened before either is installed, and the name is known only then:
+        # a failure half way leaves the columns and the names as they were
+        widened = []
         for attr in ("allocatable", "requested"):
             old = getattr(self, attr)
             arr = np.zeros((self.capacity, col + 1), dtype=np.int64, order="F")
             arr[:, :col] = old
-            setattr(self, attr, arr)
+            widened.append(arr)
+        self.allocatable, self.requested = widened
+        self.resource_names.append(name)
+        self.resource_col[name] = col
+        self._clear_vectors()
+        return col
+
+    def _clear_vectors(self) -> None:
         self._vec_cache.clear()
         self._vec_of_mapping.clear()
-        return col
+        self._huge_vecs.clear()
 
     def request_vector(self, requests: Mapping[str, int]) -> np.ndarray:
         """A pod's requests as a row over the resource columns, `pods` counted as 1."""
@@ -221,8 +257,7 @@ class Snapshot:
             return known[1]
         key = tuple(sorted(requests.items()))
         if self._vec_cache_width != len(self.resource_names):
-            self._vec_cache.clear()
-            self._vec_of_mapping.clear()
+            self._clear_vectors()
             self._vec_cache_width = len(self.resource_names)
         vec = self._vec_cache.get(key)
         if vec is None:
@@ -230,11 +265,14 @@ class Snapshot:
                 self.resource_index(name)
             vec = np.zeros(len(self.resource_names), dtype=np.int64)
             for name, value in requests.items():
-                vec[self.resource_col[name]] = value
+                # views saturate amounts at MAX_AMOUNT; a mapping built elsewhere is held to it too
+                vec[self.resource_col[name]] = min(max(int(value), 0), MAX_AMOUNT)
             vec[self.resource_col[PODS]] = 1
             vec.setflags(write=False)
             self._vec_cache_width = len(self.resource_names)
             self._vec_cache[key] = vec
+            if int(vec.max()) >= _PLAIN_ARITHMETIC_BELOW:
+                self._huge_vecs.add(id(vec))
         if len(self._vec_of_mapping) >= _MAPPINGS_REMEMBERED:
             self._vec_of_mapping.clear()
         self._vec_of_mapping[id(requests)] = (requests, vec)
@@ -252,11 +290,13 @@ class Snapshot:
         if node.name in self.row_of:
             self.update_node(node)
             return self.row_of[node.name]
+        # what can fail (widening, growing, converting amounts) happens before the node is entered
+        alloc = self._allocatable_row(node)
+        if not self._free_rows and self.high_water == self.capacity:
+            self._grow_rows()
         if self._free_rows:
             row = self._free_rows.pop()
         else:
-            if self.high_water == self.capacity:
-                self._grow_rows()
             row = self.high_water
             self.high_water += 1
         self.row_of[node.name] = row
@@ -264,20 +304,25 @@ class Snapshot:
         self.live[row] = True
         self.requested[row] = 0
         self.nonzero_requested[row] = 0
-        self._write_node(row, node, None)
+        self._write_node(row, node, None, alloc)
         self.node_generation += 1
         self.generation += 1
         return row
 
-    def _write_node(self, row: int, node: Node, old: Node | None) -> None:
+    def _allocatable_row(self, node: Node) -> np.ndarray:
+        """The node's allocatable over the resource columns (widened first for new names)."""
         for name in node.allocatable:
             self.resource_index(name)
-        self.allocatable[row] = 0
+        alloc = np.zeros(len(self.resource_names), dtype=np.int64)
         for name, amount in node.allocatable.items():
-            self.allocatable[row, self.resource_col[name]] = amount
+            alloc[self.resource_col[name]] = min(max(int(amount), 0), MAX_AMOUNT)
         if PODS not in node.allocatable:
             # a node that states no pod capacity behaves as the kubelet default
-            self.allocatable[row, self.resource_col[PODS]] = 110
+            alloc[self.resource_col[PODS]] = 110
+        return alloc
+
+    def _write_node(self, row: int, node: Node, old: Node | None, alloc: np.ndarray) -> None:
+        self.allocatable[row] = alloc
         if old is not None:
             for key in old.labels:
                 if key not in node.labels:
@@ -297,10 +342,11 @@ class Snapshot:
         if row is None:
             self.add_node(node)
             return
+        alloc = self._allocatable_row(node)
         info = self.info(row)
         old = info.node
         info.node = node
-        self._write_node(row, node, old)
+        self._write_node(row, node, old, alloc)
         self.node_generation += 1
         self.generation += 1
 
@@ -341,14 +387,25 @@ class Snapshot:
 
     def add_pod(self, pod: Pod, row: int) -> None:
         info = self.info(row)
-        info.pods[pod.key] = pod
-        # the vector first: a resource seen for the first time widens the arrays
+        # the vector first: a resource seen for the first time widens the arrays, and nothing is
+        # changed yet if that fails
         vec = self.request_vector(pod.requests)
-        self.requested[row] += vec
-        self.nonzero_requested[row, 0] += pod.nonzero_cpu
-        self.nonzero_requested[row, 1] += pod.nonzero_memory
+        info.pods[pod.key] = pod
+        if id(vec) in self._huge_vecs or max(pod.nonzero_cpu, pod.nonzero_memory) >= _PLAIN_ARITHMETIC_BELOW:
+            self._saturating_add(row, vec, pod, 1)
+        else:
+            self.requested[row] += vec
+            self.nonzero_requested[row, 0] += pod.nonzero_cpu
+            self.nonzero_requested[row, 1] += pod.nonzero_memory
         self._index_pod(pod, row, 1)
         self.generation += 1
+
+    def _saturating_add(self, row: int, vec: np.ndarray, pod: Pod, sign: int) -> None:
+        """`requested[row] += sign * vec` held within [0, _SUM_LIMIT]: no int64 wrap-around for
+        any request (see _SUM_LIMIT)."""
+        nonzero = np.array([min(pod.nonzero_cpu, MAX_AMOUNT), min(pod.nonzero_memory, MAX_AMOUNT)])
+        for matrix, delta in ((self.requested, vec), (self.nonzero_requested, nonzero)):
+            matrix[row] = np.clip(matrix[row] + sign * delta, 0, _SUM_LIMIT)
 
     def remove_pod(self, pod: Pod, row: int) -> Pod | None:
         """Take the pod with `pod.key` off the node; returns the pod object that was there (whose
@@ -358,9 +415,15 @@ class Snapshot:
         if stored is None:
             return None
         vec = self.request_vector(stored.requests)
-        self.requested[row] -= vec
-        self.nonzero_requested[row, 0] -= stored.nonzero_cpu
-        self.nonzero_requested[row, 1] -= stored.nonzero_memory
+        if (
+            id(vec) in self._huge_vecs
+            or max(stored.nonzero_cpu, stored.nonzero_memory) >= _PLAIN_ARITHMETIC_BELOW
+        ):
+            self._saturating_add(row, vec, stored, -1)
+        else:
+            self.requested[row] -= vec
+            self.nonzero_requested[row, 0] -= stored.nonzero_cpu
+            self.nonzero_requested[row, 1] -= stored.nonzero_memory
         self._index_pod(stored, row, -1)
         self.generation += 1
         return stored
@@ -398,6 +461,97 @@ class Snapshot:
                 ips.remove(port.ip)
                 if not ips:
                     del by_row[row]
+
+    # ----------------------------------------------------------------------------- consistency
+    def problems(self, placed: Mapping[str, str]) -> list[str]:
+        """What does not agree in the snapshot, or with `placed` (pod key -> node name, the cache's
+        record of the pods on known nodes); empty when consistent. Reads everything: for the
+        periodic check, not for a cycle."""
+        found: list[str] = []
+        width = len(self.resource_names)
+        for attr, cols in (("allocatable", width), ("requested", width), ("nonzero_requested", 2)):
+            shape = getattr(self, attr).shape
+            if shape != (self.capacity, cols):
+                found.append(f"{attr} has shape {shape}, expected {(self.capacity, cols)}")
+        if self.live.shape != (self.capacity,) or len(self.infos) != self.capacity:
+            found.append(
+                f"{len(self.infos)} node slots and {self.live.size} live flags for {self.capacity} rows"
+            )
+        for key, col in self.labels.items():
+            if col.codes.shape != (self.capacity,):
+                found.append(f"label column {key} has {col.codes.size} rows, expected {self.capacity}")
+        if found:
+            return found  # the rest reads the arrays by row
+        for name, row in self.row_of.items():
+            info = self.infos[row] if 0 <= row < self.capacity else None
+            if info is None or info.node.name != name or not self.live[row]:
+                found.append(f"node {name}: row {row} does not hold it")
+        if int(self.live.sum()) != len(self.row_of):
+            found.append(f"{int(self.live.sum())} live rows for {len(self.row_of)} nodes")
+        rows = self.live_rows()
+        pod_rows: list[int] = []
+        vectors: list[np.ndarray] = []
+        nonzero: list[tuple[int, int]] = []
+        for row in rows.tolist():
+            info = self.infos[row]
+            if info is None:
+                continue
+            if not np.array_equal(self.allocatable[row], self._allocatable_row(info.node)):
+                found.append(f"node {info.name}: allocatable differs from its node object")
+            for key, pod in info.pods.items():
+                if placed.get(key) != info.name:
+                    found.append(f"pod {key} is on node {info.name} in the snapshot only")
+                pod_rows.append(row)
+                vectors.append(self.request_vector(pod.requests))
+                nonzero.append((min(pod.nonzero_cpu, MAX_AMOUNT), min(pod.nonzero_memory, MAX_AMOUNT)))
+        if len(pod_rows) != sum(1 for node in placed.values() if node in self.row_of):
+            found.append("the cache places pods the snapshot does not hold")
+        width = len(self.resource_names)
+        index = np.array(pod_rows, dtype=np.int64)
+        for matrix, values, label in (
+            (self.requested, np.array(vectors, dtype=np.int64).reshape(-1, width), "requested"),
+            (self.nonzero_requested, np.array(nonzero, dtype=np.int64).reshape(-1, 2), "non-zero requested"),
+        ):
+            expected = _saturated_sums(index, values, self.capacity)
+            for row in np.flatnonzero((matrix[rows] != expected[rows]).any(axis=1)).tolist():
+                info = self.info(int(rows[row]))
+                found.append(f"node {info.name}: {label} differs from the sum of its {len(info.pods)} pods")
+        return found
+
+    def rebuild(self, nodes: Mapping[int, Node], pods: Mapping[int, Iterable[Pod]]) -> None:
+        """Recompute every array and index from records: `nodes` by the row each keeps (rows stay
+        valid for a node's life, and plugins hold them), `pods` by row. Resource columns keep their
+        order, so column numbers held elsewhere stay right; generations only move forward."""
+        if self.in_trial:
+            raise RuntimeError("the snapshot cannot be rebuilt while a trial is open")
+        top = max(nodes, default=-1) + 1
+        capacity = max(_INITIAL_CAPACITY, self.capacity)
+        while capacity < top:
+            capacity *= 2
+        generations = (self.node_generation, self.generation, self.term_match_generation)
+        names, namespaces = list(self.resource_names), self.namespaces
+        Snapshot.__init__(self)
+        # a fresh snapshot starts with the first names; the others are added back in their order
+        for name in names:
+            self.resource_index(name)
+        self.capacity = _INITIAL_CAPACITY
+        while self.capacity < capacity:
+            self._grow_rows()
+        self.namespaces = namespaces
+        self.high_water = max(top, 0)
+        for row, node in sorted(nodes.items()):
+            self.row_of[node.name] = row
+            self.infos[row] = NodeInfo(row, node)
+            self.live[row] = True
+            self._write_node(row, node, None, self._allocatable_row(node))
+        self._free_rows = [row for row in range(self.high_water - 1, -1, -1) if not self.live[row]]
+        for row, placed in pods.items():
+            for pod in placed:
+                self.add_pod(pod, row)
+        node_generation, generation, term_match_generation = generations
+        self.node_generation = node_generation + 1
+        self.generation = max(generation, self.generation) + 1
+        self.term_match_generation = term_match_generation + 1
 
     # ----------------------------------------------------------------------------- queries
     def namespace_labels(self, namespace: str) -> Mapping[str, str]:

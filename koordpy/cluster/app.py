@@ -124,14 +124,17 @@ def _elector(api: KubeApi, options: RunOptions, metrics: SchedulerMetrics) -> Le
 def _health_server(
     options: RunOptions, metrics: SchedulerMetrics, world: KubeWorld, elector: LeaderElector | None
 ) -> HealthServer:
+    def healthy() -> tuple[bool, str]:
+        problems = world.health_problems()
+        if elector is not None and elector.lost.is_set():
+            problems.insert(0, "leader election lost")
+        return not problems, "; ".join(problems)
+
     def ready() -> tuple[bool, str]:
         missing = world.unsynced()
-        return (not missing, "informers not synced: " + ", ".join(missing))
-
-    def healthy() -> tuple[bool, str]:
-        if elector is not None and elector.lost.is_set():
-            return False, "leader election lost"
-        return True, ""
+        if missing:
+            return False, "informers not synced: " + ", ".join(missing)
+        return healthy()
 
     return HealthServer(metrics, ready, healthy, options.bind_address, options.metrics_port)
 

@@ -26,6 +26,7 @@ from koordpy.api.namespace import Namespace
 from koordpy.api.node import Node
 from koordpy.api.pod import Pod
 from koordpy.cluster.events import EventRecorder, pod_reference
+from koordpy.cluster.integrity import AUDIT_INTERVAL, Integrity, is_finished
 from koordpy.cluster.writes import PodStatusWriter
 from koordpy.framework.effects import Bind, Effect, Evict, Nominate, PodUnschedulable, RecordEvent
 from koordpy.kubeapi.client import TRANSPORT_ERRORS, ApiError, KubeApi, pod_path, rfc3339
@@ -41,6 +42,7 @@ from koordpy.kubeapi.informer import (
 )
 from koordpy.metrics import SchedulerMetrics
 from koordpy.scheduler import Scheduler
+from koordpy.scheduler.core import FAILED_CYCLES_UNHEALTHY
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +54,9 @@ BUSY_TICK_INTERVAL = 1.0
 # a standby never carries out decisions; these are the ones made from events before it led
 MAX_HELD_EFFECTS = 10_000
 STANDBY_POLL = 1.0
+RELEASE_TASK = "informers release"
+# loop passes failing one after another before /healthz fails (each pass is retried after 1 s)
+LOOP_FAILURES_UNHEALTHY = 3
 
 
 def node_scheduling_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
@@ -101,10 +106,6 @@ SETTLING_REASONS = frozenset({names.GANG_NOT_READY})
 Watcher = Callable[[str, dict[str, Any], "dict[str, Any] | None"], None]
 
 
-def is_finished(obj: Mapping[str, Any]) -> bool:
-    return str((obj.get("status") or {}).get("phase") or "") in ("Succeeded", "Failed")
-
-
 class KubeWorld:
     """Informers in, decisions out, and the scheduling loop between them.
 
@@ -146,11 +147,17 @@ class KubeWorld:
             lambda: {"status": self.status_writes.queued(), "events": self.events.queued()}
         )
         self.plugin_sample = plugin_metrics_sample_percent / 100.0
+        by_kind: dict[str, Informer] = {}
+        self.integrity = Integrity(scheduler, metrics, self.events, by_kind)
         self.informers: dict[Resource, Informer] = {}
         for resource in resources:
-            self.informers[resource] = Informer(
-                api, resource, self._handler_for(resource), metrics, hold=True
+            handler = self.integrity.guard(resource.kind, resource.api_version, self._handler_for(resource))
+            self.informers[resource] = by_kind[resource.kind] = Informer(
+                api, resource, handler, metrics, hold=True
             )
+        # passes of the loop that failed one after another (each is retried after a pause)
+        self.loop_failures_in_a_row = 0
+        self._next_audit = time.monotonic() + AUDIT_INTERVAL
         self._pods = next((i for r, i in self.informers.items() if r.kind == "Pod"), None)
         # other listeners of pod and node events (the embedded status operators)
         self.pod_watchers: list[Watcher] = []
@@ -182,13 +189,30 @@ class KubeWorld:
     def unsynced(self) -> list[str]:
         return [r.label for r, i in self.informers.items() if not i.synced.is_set()]
 
+    def health_problems(self) -> list[str]:
+        """Why this scheduler cannot be trusted to schedule, for /healthz; empty when healthy."""
+        problems: list[str] = []
+        if self.loop_failures_in_a_row >= LOOP_FAILURES_UNHEALTHY:
+            problems.append(f"the scheduling loop failed {self.loop_failures_in_a_row} times in a row")
+        failed_cycles = self.scheduler.failed_cycles_in_a_row
+        if failed_cycles >= FAILED_CYCLES_UNHEALTHY:
+            problems.append(f"{failed_cycles} scheduling cycles in a row ended in an internal error")
+        if self.scheduler.cache_problems:
+            problems.append("the cache is inconsistent: " + "; ".join(self.scheduler.cache_problems[:3]))
+        if not self._stopping:
+            # every task but the one-shot release runs for the world's life
+            problems += [
+                f"{t.get_name()} stopped" for t in self._tasks if t.done() and t.get_name() != RELEASE_TASK
+            ]
+        return problems
+
     async def wait_synced(self) -> None:
         await self.released.wait()
 
     async def start(self) -> None:
         for resource, informer in self.informers.items():
             self._tasks.append(asyncio.create_task(informer.run(), name=f"informer {resource.label}"))
-        self._tasks.append(asyncio.create_task(self._release_when_listed(), name="informers release"))
+        self._tasks.append(asyncio.create_task(self._release_when_listed(), name=RELEASE_TASK))
         self._tasks.append(asyncio.create_task(self._loop(), name="scheduling loop"))
         self._tasks.append(asyncio.create_task(self.status_writes.run(), name="pod status writes"))
         self._tasks.append(asyncio.create_task(self.events.run(), name="events"))
@@ -295,9 +319,13 @@ class KubeWorld:
         if action == DELETE:
             self.scheduler.on_node_delete(meta_field(obj, "name"))
         elif action == ADD:
-            self.scheduler.on_node_add(Node.from_dict(obj))
+            node = Node.from_dict(obj)
+            self.integrity.node_seen(node, obj)
+            self.scheduler.on_node_add(node)
         elif old is None or node_scheduling_changed(old, obj):
-            self.scheduler.on_node_update(Node.from_dict(obj))
+            node = Node.from_dict(obj)
+            self.integrity.node_seen(node, obj)
+            self.scheduler.on_node_update(node)
         else:
             return
         self._wake.set()
@@ -318,8 +346,11 @@ class KubeWorld:
             except asyncio.CancelledError:
                 raise
             except Exception:
-                # a bug met by one pod must not end scheduling for all the others
-                log.exception("scheduling loop failed; continuing")
+                # each cycle is contained on its own (Scheduler._contain); this is a failure around
+                # them: counted for /healthz, the cache checked, and the loop goes on
+                self.loop_failures_in_a_row += 1
+                log.exception("scheduling loop failed (%d in a row); continuing", self.loop_failures_in_a_row)
+                self.integrity.audit_due = True
                 await asyncio.sleep(1.0)
 
     async def _run_cycles(self) -> None:
@@ -335,6 +366,11 @@ class KubeWorld:
             sched.tick()
             self._apply(sched.drain())
             last_tick = time.monotonic()
+            if self.integrity.audit_due or last_tick >= self._next_audit:
+                self._next_audit = last_tick + AUDIT_INTERVAL
+                self.integrity.audit()
+                self._apply(sched.drain())
+            self.loop_failures_in_a_row = 0
             while not self._stopping and self.leading():
                 sched.observe_plugins = random.random() < self.plugin_sample
                 if not sched.schedule_one():

@@ -14,6 +14,8 @@ class SchedulerObserver(Protocol):
     # after PostFilter ran for a pod: how many victims it chose to evict (0 when preemption found none)
     def preemption(self, profile: str, victims: int) -> None: ...
     def gang_event(self, event: str, value: float) -> None: ...
+    # a cache consistency check: "consistent", "repaired" or "failed" (a repair that did not hold)
+    def cache_check(self, result: str) -> None: ...
 
 
 class NullObserver:
@@ -30,6 +32,9 @@ class NullObserver:
         pass
 
     def gang_event(self, event: str, value: float) -> None:
+        pass
+
+    def cache_check(self, result: str) -> None:
         pass
 
 

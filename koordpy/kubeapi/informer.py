@@ -190,6 +190,14 @@ class Informer:
                     "list/watch of %s failed: %s; retrying in %.1fs", label, err or type(err).__name__, delay
                 )
                 await asyncio.sleep(delay)
+            except Exception:
+                # a response this code did not expect (a malformed list or event): the watch must
+                # not end for good; listing again from scratch puts the store right
+                self.resource_version = None
+                self._restart("error")
+                delay = self._backoff.next()
+                log.exception("list/watch of %s failed unexpectedly; listing again in %.1fs", label, delay)
+                await asyncio.sleep(delay)
 
     def _restart(self, reason: str) -> None:
         if self.metrics is not None:

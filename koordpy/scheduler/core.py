@@ -3,6 +3,7 @@ cache, nominations, waiting pods, the outbox, and each pending pod's latest verd
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -15,6 +16,7 @@ from koordpy.framework.cycle_state import CycleState
 from koordpy.framework.diagnosis import Diagnosis, fit_error_message
 from koordpy.framework.effects import Effect, Nominate, PodUnschedulable
 from koordpy.framework.handle import Handle, Shared
+from koordpy.framework.interfaces import NODE_ALL, POD_ALL
 from koordpy.framework.nominator import Nominator
 from koordpy.framework.observer import GaugeSource, NullObserver, SchedulerObserver
 from koordpy.framework.profile import Profile, Registry
@@ -22,6 +24,11 @@ from koordpy.framework.queued import QueuedPodInfo
 from koordpy.framework.status import Code, Status
 from koordpy.framework.waiting import WaitingPods
 from koordpy.queue import QueueSettings, SchedulingQueue
+
+log = logging.getLogger(__name__)
+
+# cycles that end in an internal error one after another before the scheduler calls itself unhealthy
+FAILED_CYCLES_UNHEALTHY = 20
 
 
 @dataclass(slots=True)
@@ -99,6 +106,10 @@ class SchedulerCore:
         self._rr = 0
         # pending pods heard of during a bulk delivery, queued when it ends (see Scheduler.bulk)
         self._deferred: dict[str, None] | None = None
+        # cycles ended by an internal error since the last one that ended normally
+        self.failed_cycles_in_a_row = 0
+        # problems the last cache check found and could not repair (empty: consistent)
+        self.cache_problems: list[str] = []
 
     def _gate_observer(self, profile: str) -> Callable[[QueuedPodInfo, Status | None], None]:
         def on_gate(info: QueuedPodInfo, st: Status | None) -> None:
@@ -153,6 +164,37 @@ class SchedulerCore:
             if pending and self.outcomes.get(member.key) != outcome:
                 self.outcomes[member.key] = outcome
                 self.outbox.append(PodUnschedulable(member, names.UNSCHEDULABLE, message, profile.name))
+
+    # ============================================================================ cache health
+    def check_cache(self) -> list[str]:
+        """Compare the cache's arrays with its records and rebuild them when they disagree. Returns
+        what was found (empty when consistent); `cache_problems` keeps what a repair left."""
+        snapshot = self.cache.snapshot
+        if snapshot.in_trial:
+            # only a trial whose undo itself failed is still open here: what it changed is lost
+            # track of, and the rebuild below puts the records back
+            snapshot._open_trials.clear()
+            found = ["a trial was left open"]
+        else:
+            found = []
+        found += self.cache.problems()
+        if not found:
+            self.cache_problems = []
+            self.observer.cache_check("consistent")
+            return found
+        log.warning("cache inconsistent (%s); rebuilding it from its records", "; ".join(found[:5]))
+        try:
+            self.cache.repair()
+            self.cache_problems = self.cache.problems()
+        except Exception as err:  # the repair's own failure is reported through health
+            log.exception("rebuilding the cache failed")
+            self.cache_problems = [f"repair failed: {err}"]
+        self.observer.cache_check("repaired" if not self.cache_problems else "failed")
+        for q in self.queues.values():
+            # what the pods were judged against changed: pods rejected by it try again
+            q.on_event(NODE_ALL)
+            q.on_event(POD_ALL)
+        return found
 
     def fit_message(self, diagnosis: Diagnosis) -> str:
         return fit_error_message(self.cache.snapshot.node_count, diagnosis)

@@ -8,6 +8,7 @@ drains `outbox` and carries out each decision, and reports binding results with 
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -18,8 +19,14 @@ from koordpy.framework.interfaces import NODE_ADD, NODE_UPDATE, POD_ADD, POD_DEL
 from koordpy.framework.observer import Timed
 from koordpy.framework.profile import Profile
 from koordpy.framework.queued import QueuedPodInfo
+from koordpy.framework.status import Code, Status
 from koordpy.queue import SchedulingQueue
 from koordpy.scheduler.group import GroupCycle
+
+log = logging.getLogger(__name__)
+
+# how much of an exception's text goes into a pod's condition
+_ERROR_TEXT_LIMIT = 300
 
 
 class Scheduler(GroupCycle):
@@ -180,6 +187,34 @@ class Scheduler(GroupCycle):
             q.delete(pod.key)
 
     # ============================================================================ the loop
+    def _contain(self, profile: Profile, queue: SchedulingQueue, keys: list[str], err: Exception) -> None:
+        """A cycle raised: only that attempt ends. The pods it was about (the popped pod, and a
+        gang group's members) give back what they hold: those waiting at Permit are rejected, those
+        taken from the queue and not placed get SchedulerError with the exception's text and back
+        off (kube-scheduler's handling of an Error status). Then the cache is checked, since the
+        cycle may have stopped half way through a change."""
+        log.error("scheduling cycle of %s failed", keys[0], exc_info=err)
+        self.failed_cycles_in_a_row += 1
+        text = f"{type(err).__name__}: {err}"
+        if len(text) > _ERROR_TEXT_LIMIT:
+            text = text[: _ERROR_TEXT_LIMIT - 3] + "..."
+        message = f"internal error while scheduling: {text}"
+        for key in keys:
+            waiting = self.waiting.get(key)
+            if waiting is not None:
+                waiting.reject("", message)
+        try:
+            self._resolve_waiting()
+        except Exception:
+            log.exception("giving back the pods of the failed cycle of %s failed", keys[0])
+        # after the rejections, whose group message would otherwise replace this one
+        for key in keys:
+            info = queue.infos.get(key)
+            if info is not None and key in queue.in_flight and self.pending(key):
+                self._requeue_with(profile, queue, info, Status(Code.ERROR, (message,)))
+                self.observer.attempt("error", profile.name, 0.0)
+        self.check_cache()
+
     def has_work(self) -> bool:
         return any(q.has_active() for q in self.queues.values())
 
@@ -221,9 +256,17 @@ class Scheduler(GroupCycle):
         if pod.node_name or self.cache.pod_state(pod.key) is not None or pod.deletion_ts is not None:
             queue.done(pod.key)
             return
-        group = profile.group
-        members = group.batch_members(pod) if group is not None else None
-        if group is None or members is None:
-            self._attempt(profile, queue, info)
+        members: list[Pod] | None = None
+        try:
+            group = profile.group
+            members = group.batch_members(pod) if group is not None else None
+            if group is None or members is None:
+                self._attempt(profile, queue, info)
+            else:
+                self._cycle_group(profile, group, queue, info, members)
+        except Exception as err:
+            # one pod (or gang) that trips a bug must not stop the others: see _contain
+            others = [m.key for m in members or () if m.key != pod.key]
+            self._contain(profile, queue, [pod.key, *others], err)
         else:
-            self._cycle_group(profile, group, queue, info, members)
+            self.failed_cycles_in_a_row = 0

@@ -17,6 +17,7 @@ from koordpy.api.quantity import (
     to_int,
     to_milli,
 )
+from koordpy.api.resources import MAX_AMOUNT, add_into, canonical_amount
 
 KI = 1024
 MI = 1024**2
@@ -284,3 +285,25 @@ def test_floats_parse_to_their_shortest_decimal_repr(number: float) -> None:
     # Only the nano-unit rounding may move the value, and by less than one nano-unit.
     assert abs(parsed - exact) < Fraction(1, 10**9)
     assert parsed == exact or (exact * 10**9).denominator != 1
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "expected"),
+    [
+        pytest.param("cpu", "1e18", MAX_AMOUNT, id="cpu-1e18-saturates"),
+        pytest.param("memory", "1e19", MAX_AMOUNT, id="memory-1e19-saturates"),
+        pytest.param("nvidia.com/gpu", 10**30, MAX_AMOUNT, id="yaml-integer-beyond-int64-saturates"),
+        pytest.param("memory", "8Ei", MAX_AMOUNT, id="binary-suffix-beyond-the-bound-saturates"),
+        pytest.param("cpu", "9007199254740m", 9007199254740, id="below-the-bound-exact"),
+    ],
+)
+def test_amounts_saturate_at_the_largest_the_scheduler_represents(
+    name: str, value: object, expected: int
+) -> None:
+    assert canonical_amount(name, value, f"requests.{name}") == expected
+
+
+def test_summed_requests_saturate_too() -> None:
+    total = {"cpu": MAX_AMOUNT - 1}
+    add_into(total, {"cpu": MAX_AMOUNT})
+    assert total == {"cpu": MAX_AMOUNT}
