@@ -178,8 +178,12 @@ class TopologyController:
                 return
             raise
         spec = obj.get("spec")
-        spec = spec if isinstance(spec, Mapping) else {}
-        detail, tree, problem = compute_detail_status(spec, self._facts.node_labels())
+        if spec is None or isinstance(spec, Mapping):
+            detail, tree, problem = compute_detail_status(spec or {}, self._facts.node_labels())
+        else:
+            # said as such: read as an empty map it would be reported as listing no layers
+            detail, tree = None, None
+            problem = f"spec: must be an object with networkTopologySpec, got {type(spec).__name__}"
         self.tree = tree
         self._report(problem, tree)
         current = obj.get("status")

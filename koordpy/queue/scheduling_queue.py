@@ -28,6 +28,8 @@ ACTIVE = "active"
 BACKOFF = "backoff"
 UNSCHEDULABLE = "unschedulable"
 GATED = "gated"
+# stale heap entries tolerated beyond the live ones before a heap is rebuilt (see _compact)
+_STALE_SLACK = 64
 
 SortKey = Callable[[QueuedPodInfo], tuple[Any, ...]]
 PreEnqueue = Callable[[Pod], Status | None]
@@ -191,6 +193,7 @@ class SchedulingQueue:
         elif where == ACTIVE:
             # the sort key may have changed (priority); re-push, the old entry goes stale
             self._push_active(info)
+            self._compact()
 
     def delete(self, key: str) -> None:
         self.where.pop(key, None)
@@ -198,12 +201,27 @@ class SchedulingQueue:
         self._unschedulable_since.pop(key, None)
         self.in_flight.discard(key)
         self._cycle_of.pop(key, None)
+        self._compact()
+
+    def _current(self, where: str, seq: int, info: QueuedPodInfo) -> bool:
+        """Whether a heap entry is the pod's latest in that heap (entries of deleted or moved pods
+        stay in the heaps until they reach the top)."""
+        return self.where.get(info.key) == where and info.seq == seq and self.infos.get(info.key) is info
+
+    def _compact(self) -> None:
+        """Stale entries leave a heap lazily, at its top; a queue that is not popped for a while (a
+        standby's: it hears of every pod the leader binds and deletes) would keep them, and their
+        pods, without bound. A heap mostly stale is rebuilt from its current entries."""
+        for heap, where in ((self._active, ACTIVE), (self._backoff, BACKOFF)):
+            if len(heap) > 2 * len(self.where.keys_in[where]) + _STALE_SLACK:
+                heap[:] = [entry for entry in heap if self._current(where, entry[1], entry[2])]
+                heapq.heapify(heap)
 
     # ----------------------------------------------------------------------------- popping
     def _drop_stale_active(self) -> None:
         while self._active:
             _, seq, info = self._active[0]
-            if self.where.get(info.key) == ACTIVE and info.seq == seq and self.infos.get(info.key) is info:
+            if self._current(ACTIVE, seq, info):
                 return
             heapq.heappop(self._active)
 
@@ -352,7 +370,7 @@ class SchedulingQueue:
         now = self._now()
         while self._backoff:
             expiry, seq, info = self._backoff[0]
-            if self.where.get(info.key) != BACKOFF or info.seq != seq or self.infos.get(info.key) is not info:
+            if not self._current(BACKOFF, seq, info):
                 heapq.heappop(self._backoff)
                 continue
             if expiry > now:
@@ -379,7 +397,7 @@ class SchedulingQueue:
         times: list[float] = []
         while self._backoff:
             expiry, seq, info = self._backoff[0]
-            if self.where.get(info.key) == BACKOFF and info.seq == seq and self.infos.get(info.key) is info:
+            if self._current(BACKOFF, seq, info):
                 times.append(expiry)
                 break
             heapq.heappop(self._backoff)

@@ -138,3 +138,14 @@ def test_pending_counts_by_queue() -> None:
     q.add(make_pod("a"))
     q.add(make_pod("g"))
     assert q.counts() == {ACTIVE: 1, BACKOFF: 0, UNSCHEDULABLE: 0, GATED: 1}
+
+
+def test_a_queue_never_popped_keeps_no_entry_of_pods_gone() -> None:
+    # a standby hears of every pod the leader binds and deletes, and pops none of them
+    queue = new_queue(VirtualClock())
+    for i in range(1000):
+        queue.add(make_pod(f"p{i}"))
+        queue.update(make_pod(f"p{i}", priority=5))
+        queue.delete(f"default/p{i}")
+    assert len(queue) == 0
+    assert len(queue._active) <= 64 and len(queue._backoff) <= 64
