@@ -212,10 +212,12 @@ class SchedulingQueue:
         """Stale entries leave a heap lazily, at its top; a queue that is not popped for a while (a
         standby's: it hears of every pod the leader binds and deletes) would keep them, and their
         pods, without bound. A heap mostly stale is rebuilt from its current entries."""
-        for heap, where in ((self._active, ACTIVE), (self._backoff, BACKOFF)):
-            if len(heap) > 2 * len(self.where.keys_in[where]) + _STALE_SLACK:
-                heap[:] = [entry for entry in heap if self._current(where, entry[1], entry[2])]
-                heapq.heapify(heap)
+        if len(self._active) > 2 * len(self.where.keys_in[ACTIVE]) + _STALE_SLACK:
+            self._active = [e for e in self._active if self._current(ACTIVE, e[1], e[2])]
+            heapq.heapify(self._active)
+        if len(self._backoff) > 2 * len(self.where.keys_in[BACKOFF]) + _STALE_SLACK:
+            self._backoff = [e for e in self._backoff if self._current(BACKOFF, e[1], e[2])]
+            heapq.heapify(self._backoff)
 
     # ----------------------------------------------------------------------------- popping
     def _drop_stale_active(self) -> None:
