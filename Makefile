@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 export KOORDPY_CACHE_DIR ?= $(HOME)/.cache/koordpy
 
-.PHONY: install demo test lint unit e2e controlplane bench clean
+.PHONY: install demo test lint unit e2e controlplane bench fuzz clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,10 @@ e2e: install controlplane
 
 test: lint controlplane
 	$(BIN)/pytest -q
+
+# the fuzz suite of tests/fuzz with its long hypothesis profile (minutes); `make test` runs it briefly
+fuzz: install
+	KOORDPY_FUZZ=long $(BIN)/pytest -q -m fuzz tests/fuzz
 
 bench: install
 	$(BIN)/python benchmarks/bench_scheduling.py

@@ -12,6 +12,7 @@ from koordpy import __version__
 from koordpy.config.errors import ConfigError
 from koordpy.config.models import SchedulerConfiguration, default_configuration, load_configuration
 
+EXIT_FAILURE = 1
 EXIT_INVALID_INPUT = 2
 
 
@@ -27,14 +28,49 @@ def _validate(config: SchedulerConfiguration) -> None:
     validate_configuration(config, registry())
 
 
+def _internal_error(err: BaseException) -> int:
+    """A fault of koordpy's, not of the input: reported in one line, as every other outcome, with
+    where it happened, and with the exit status a traceback would have had."""
+    import traceback
+
+    frames = traceback.extract_tb(err.__traceback__)
+    where = f" at {os.path.relpath(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
+    detail = " ".join(str(err).split())[:300]
+    print(
+        f"koordpy: internal error{where}: {type(err).__name__}: {detail} (please report it)", file=sys.stderr
+    )
+    return EXIT_FAILURE
+
+
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from koordpy.simulate.loader import ScenarioError, load_scenario
+    from koordpy.simulate.documents import check_yaml_file
+    from koordpy.simulate.loader import MAX_OBJECTS, ScenarioError, load_scenario
     from koordpy.simulate.report import render_json, render_table, render_yaml
     from koordpy.simulate.runner import simulate
 
+    max_objects = MAX_OBJECTS if args.max_objects is None else args.max_objects
+    # a run that could never end (nan, inf) or makes no sense (negative) is refused up front
+    if not 0 <= args.max_virtual_seconds < float("inf"):
+        print(
+            "koordpy: invalid option: --max-virtual-seconds must be a finite number of seconds >= 0, "
+            f"got {args.max_virtual_seconds}",
+            file=sys.stderr,
+        )
+        return EXIT_INVALID_INPUT
+    if max_objects < 1:
+        print(
+            f"koordpy: invalid option: --max-objects must be at least 1, got {max_objects}", file=sys.stderr
+        )
+        return EXIT_INVALID_INPUT
     try:
+        if args.config:
+            # the configuration's reader composes and walks what it reads: bounded like the input
+            check_yaml_file(args.config)
         config = _load_config(args.config)
         _validate(config)
+    except ScenarioError as err:
+        print(f"koordpy: invalid configuration: {err}", file=sys.stderr)
+        return EXIT_INVALID_INPUT
     except ConfigError as err:
         source = err.source or args.config or "configuration"
         print(
@@ -42,18 +78,30 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_INVALID_INPUT
+    except Exception as err:
+        return _internal_error(err)
     try:
-        scenario = load_scenario(args.paths, stdin=sys.stdin)
+        scenario = load_scenario(args.paths, stdin=sys.stdin, max_objects=max_objects)
     except ScenarioError as err:
         print(f"koordpy: invalid input: {err}", file=sys.stderr)
         return EXIT_INVALID_INPUT
-    report = simulate(scenario, config, max_virtual_seconds=args.max_virtual_seconds)
-    if args.output == "json":
-        print(render_json(report))
-    elif args.output == "yaml":
-        print(render_yaml(report), end="")
-    else:
-        print(render_table(report))
+    except MemoryError:
+        print("koordpy: invalid input: the scenario does not fit in memory", file=sys.stderr)
+        return EXIT_INVALID_INPUT
+    except Exception as err:
+        return _internal_error(err)
+    try:
+        report = simulate(scenario, config, max_virtual_seconds=args.max_virtual_seconds)
+        if args.output == "json":
+            text = render_json(report)
+        elif args.output == "yaml":
+            text = render_yaml(report)
+        else:
+            text = render_table(report)
+    except Exception as err:
+        return _internal_error(err)
+    # the YAML rendering ends its last line itself; the others are followed by an empty line
+    print(text, end="" if args.output == "yaml" else "\n")
     return 0
 
 
@@ -75,6 +123,12 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--config", help="scheduler configuration (KubeSchedulerConfiguration)")
     sim.add_argument("--output", "-o", choices=("table", "json", "yaml"), default="table")
     sim.add_argument("--max-virtual-seconds", type=float, default=3600.0)
+    sim.add_argument(
+        "--max-objects",
+        type=int,
+        default=None,
+        help="most objects a scenario may hold, the pods workloads create included (default 250000)",
+    )
     sim.set_defaults(func=cmd_simulate)
 
     ver = sub.add_parser("version", help="print the version")

@@ -14,6 +14,7 @@ from typing import Any
 from koordpy.api.errors import SpecError
 from koordpy.api.labels import LabelSelector, Requirement
 
+INT32_MAX = 2**31 - 1
 DO_NOT_SCHEDULE = "DoNotSchedule"
 SCHEDULE_ANYWAY = "ScheduleAnyway"
 HONOR = "Honor"
@@ -167,8 +168,8 @@ def parse_spread_constraints(
         if not isinstance(item, Mapping):
             raise SpecError(p, "expected a TopologySpreadConstraint object")
         max_skew = item.get("maxSkew")
-        if not isinstance(max_skew, int) or isinstance(max_skew, bool) or max_skew < 1:
-            raise SpecError(f"{p}.maxSkew", f"must be an integer >= 1, got {max_skew!r}")
+        if not isinstance(max_skew, int) or isinstance(max_skew, bool) or not 1 <= max_skew <= INT32_MAX:
+            raise SpecError(f"{p}.maxSkew", f"must be a 32-bit integer >= 1, got {max_skew!r}")
         key = item.get("topologyKey")
         if not isinstance(key, str) or not key:
             raise SpecError(f"{p}.topologyKey", "must be a non-empty label key")
@@ -179,8 +180,12 @@ def parse_spread_constraints(
             )
         min_domains = item.get("minDomains")
         if min_domains is not None:
-            if not isinstance(min_domains, int) or isinstance(min_domains, bool) or min_domains < 1:
-                raise SpecError(f"{p}.minDomains", f"must be an integer >= 1, got {min_domains!r}")
+            if (
+                not isinstance(min_domains, int)
+                or isinstance(min_domains, bool)
+                or not 1 <= min_domains <= INT32_MAX
+            ):
+                raise SpecError(f"{p}.minDomains", f"must be a 32-bit integer >= 1, got {min_domains!r}")
             if when != DO_NOT_SCHEDULE:
                 raise SpecError(f"{p}.minDomains", "may only be set with whenUnsatisfiable: DoNotSchedule")
         affinity_policy = item.get("nodeAffinityPolicy") or HONOR

@@ -8,6 +8,8 @@ from koordpy.api.errors import SpecError
 
 _UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 _PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+# time.Duration is int64 nanoseconds: about 292 years
+MAX_SECONDS = (2**63 - 1) / 1e9
 
 
 def parse_duration(text: str, path: str = "") -> float:
@@ -33,4 +35,8 @@ def parse_duration(text: str, path: str = "") -> float:
             )
         total += float(m.group(1)) * _UNITS[m.group(2)]
         pos = m.end()
+    if not total <= MAX_SECONDS:
+        raise SpecError(
+            path, f"invalid duration {text!r}: longer than a Go duration can be (about 292 years)"
+        )
     return sign * total

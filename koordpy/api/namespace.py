@@ -16,9 +16,12 @@ class Namespace:
 
     @staticmethod
     def from_dict(obj: Mapping[str, Any]) -> Namespace:
-        meta = obj.get("metadata") or {}
+        meta = obj.get("metadata")
+        if not isinstance(meta, Mapping):
+            meta = {}
         name = str(meta.get("name") or "")
-        labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+        raw_labels = meta.get("labels")
+        labels = {str(k): str(v) for k, v in raw_labels.items()} if isinstance(raw_labels, Mapping) else {}
         labels[NAME_LABEL] = name
         return Namespace(name, labels)
 

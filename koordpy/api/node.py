@@ -14,6 +14,11 @@ from koordpy.api.time import parse_timestamp
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 ZONE_LABEL = "topology.kubernetes.io/zone"
 REGION_LABEL = "topology.kubernetes.io/region"
+_INT64_MAX = 2**63 - 1
+# Image sizes are summed per pod in int64 arrays (ImageLocality), whose score saturates at 1000 MiB
+# per container: sizes are capped at 1 PiB, which leaves room for thousands of images in one sum and
+# changes no score.
+MAX_IMAGE_BYTES = 2**50
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,17 +75,21 @@ def _parse(obj: Mapping[str, Any]) -> dict[str, Any]:
     source = "status.allocatable" if status.get("allocatable") else "status.capacity"
     allocatable = parse_resource_list(status.get("allocatable") or status.get("capacity"), source)
     images = []
-    for i, img in enumerate(status.get("images") or []):
+    raw_images = status.get("images") or []
+    if not isinstance(raw_images, list):
+        raise SpecError("status.images", "expected a list")
+    for i, img in enumerate(raw_images):
         img = _mapping(img, f"status.images[{i}]")
         names = img.get("names") or []
         size = img.get("sizeBytes") or 0
-        if isinstance(names, list) and isinstance(size, int):
-            images.append(NodeImage(tuple(str(n) for n in names), size))
+        # an image of a size no int64 holds is left out, as one of no size at all
+        if isinstance(names, list) and type(size) is int and 0 <= size <= _INT64_MAX:
+            images.append(NodeImage(tuple(str(n) for n in names), min(size, MAX_IMAGE_BYTES)))
     return {
         "labels": labels,
         "annotations": annotations,
         "taints": taints,
-        "unschedulable": bool(spec.get("unschedulable", False)),
+        "unschedulable": spec.get("unschedulable") is True,
         "allocatable": allocatable,
         "images": tuple(images),
     }

@@ -41,7 +41,8 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 def parse_int64(text: str) -> int | None:
     """The integer Go's strconv.ParseInt(text, 10, 64) would return, or None where it fails."""
-    if _INT64_RE.fullmatch(text) is None:
+    # more digits than any int64 has (sign and leading zeros aside) would also make int() refuse
+    if _INT64_RE.fullmatch(text) is None or len(text.lstrip("+-").lstrip("0")) > 19:
         return None
     number = int(text)
     return number if _INT64_MIN <= number <= _INT64_MAX else None

@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from koordpy.api.errors import SpecError
 from koordpy.api.labels import LabelSelector
+
+_INT32_MAX = 2**31 - 1
+# ASCII digits only (str.isdigit also takes superscripts, which int() refuses), and no more of them
+# than an int32 has, leading zeros aside
+_INT_OR_PERCENT = re.compile(r"0*([0-9]{1,10})(%?)")
+
+
+def _brief(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:56] + "...'"
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,15 +36,17 @@ class IntOrPercent:
     def parse(value: Any, path: str) -> IntOrPercent | None:
         if value is None:
             return None
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= _INT32_MAX:
             return IntOrPercent(value, False)
         if isinstance(value, str):
-            text = value.strip()
-            if text.endswith("%") and text[:-1].isdigit():
-                return IntOrPercent(int(text[:-1]), True)
-            if text.isdigit():
-                return IntOrPercent(int(text), False)
-        raise SpecError(path, f"must be a non-negative integer or a percentage, got {value!r}")
+            match = _INT_OR_PERCENT.fullmatch(value.strip())
+            if match is not None:
+                number, percent = int(match.group(1)), bool(match.group(2))
+                if percent and number > 100:
+                    raise SpecError(path, f"must not be greater than 100%, got {value!r}")
+                if number <= _INT32_MAX:
+                    return IntOrPercent(number, percent)
+        raise SpecError(path, f"must be a non-negative integer or a percentage, got {_brief(value)}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +96,8 @@ class PodDisruptionBudget:
         if min_av is not None and max_un is not None:
             raise SpecError("spec", "minAvailable and maxUnavailable are mutually exclusive")
         allowed = status.get("disruptionsAllowed") if isinstance(status, Mapping) else None
+        if isinstance(allowed, int) and not 0 <= allowed <= _INT32_MAX:
+            allowed = None
         return PodDisruptionBudget(
             namespace=str(meta.get("namespace") or "default"),
             name=str(meta.get("name") or ""),

@@ -32,6 +32,7 @@ from koordpy.api.resources import (
     MEMORY,
     ResourceList,
     add_into,
+    format_amount,
     max_into,
     parse_resource_list,
 )
@@ -46,6 +47,8 @@ PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
 PREEMPT_NEVER = "Never"
 
 EMPTY: Mapping[str, str] = {}
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+_INT64_MAX = 2**63 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +174,14 @@ def _str_map(obj: Any, path: str) -> dict[str, str]:
     return out
 
 
+def _string(obj: Any, path: str) -> str:
+    if obj is None:
+        return ""
+    if not isinstance(obj, str):
+        raise SpecError(path, f"expected a string, got {type(obj).__name__}")
+    return obj
+
+
 def _list(obj: Any, path: str) -> list[Any]:
     if obj is None:
         return []
@@ -194,11 +205,25 @@ def _container_requests(c: Mapping[str, Any], path: str) -> _ContainerRequests:
     # The apiserver defaults a missing request to the limit; the simulator sees raw manifests.
     for name, value in limits.items():
         requests.setdefault(name, value)
+    for name, value in requests.items():
+        if value >= MAX_AMOUNT:
+            source = "requests" if name in (resources.get("requests") or {}) else "limits"
+            raise _beyond_limit(f"{path}.resources.{source}.{name}", name)
     return _ContainerRequests(
         requests=requests,
         nonzero_cpu=requests.get(CPU, DEFAULT_MILLI_CPU_REQUEST),
         nonzero_memory=requests.get(MEMORY, DEFAULT_MEMORY_REQUEST),
         limits=limits,
+    )
+
+
+def _beyond_limit(path: str, name: str, what: str = "asks for") -> SpecError:
+    """A request koordpy refuses rather than compares wrongly: at MAX_AMOUNT amounts saturate, and
+    a saturated request would look as if it fitted a node that reports as much."""
+    return SpecError(
+        path,
+        f"{what} more {name} than koordpy schedules (at most {format_amount(name, MAX_AMOUNT - 1)}); "
+        "no node can hold it",
     )
 
 
@@ -271,7 +296,10 @@ def _host_ports(containers: list[Mapping[str, Any]], path: str) -> tuple[HostPor
             if not isinstance(host_port, int) or isinstance(host_port, bool) or not 0 <= host_port <= 65535:
                 raise SpecError(f"{path}[{i}].ports[{j}].hostPort", f"invalid port {host_port!r}")
             if host_port > 0:
-                ports.append(HostPort(p.get("hostIP") or "0.0.0.0", p.get("protocol") or "TCP", host_port))
+                # both key the sets of ports in use: they must be strings
+                ip = _string(p.get("hostIP"), f"{path}[{i}].ports[{j}].hostIP") or "0.0.0.0"
+                protocol = _string(p.get("protocol"), f"{path}[{i}].ports[{j}].protocol") or "TCP"
+                ports.append(HostPort(ip, protocol, host_port))
     return tuple(ports)
 
 
@@ -292,6 +320,9 @@ def _parse_spec(obj: Mapping[str, Any], namespace: str, labels: Mapping[str, str
     ]
     overhead = parse_resource_list(spec.get("overhead"), "spec.overhead")
     requests, nz_cpu, nz_mem = effective_requests(containers, inits, overhead)
+    for name, value in requests.items():
+        if value >= MAX_AMOUNT:  # each part below the bound, their sum not
+            raise _beyond_limit("spec", name, "the pod's containers together ask for")
 
     affinity = _mapping(spec.get("affinity"), "spec.affinity")
     node_aff = _mapping(affinity.get("nodeAffinity"), "spec.affinity.nodeAffinity")
@@ -312,12 +343,15 @@ def _parse_spec(obj: Mapping[str, Any], namespace: str, labels: Mapping[str, str
     priority = spec.get("priority", 0) or 0
     if not isinstance(priority, int) or isinstance(priority, bool):
         raise SpecError("spec.priority", f"must be an integer, got {priority!r}")
+    # int32 in the API; priorities are kept in int32 arrays
+    if not _INT32_MIN <= priority <= _INT32_MAX:
+        raise SpecError("spec.priority", f"must be a 32-bit integer, got {priority}")
     grace = spec.get("terminationGracePeriodSeconds", 30)
     if grace is None:
         grace = 30
-    if not isinstance(grace, int) or isinstance(grace, bool) or grace < 0:
+    if not isinstance(grace, int) or isinstance(grace, bool) or not 0 <= grace <= _INT64_MAX:
         raise SpecError(
-            "spec.terminationGracePeriodSeconds", f"must be a non-negative integer, got {grace!r}"
+            "spec.terminationGracePeriodSeconds", f"must be a non-negative 64-bit integer, got {grace!r}"
         )
     policy = spec.get("preemptionPolicy") or PREEMPT_LOWER_PRIORITY
     if policy not in (PREEMPT_LOWER_PRIORITY, PREEMPT_NEVER):
@@ -463,7 +497,8 @@ def parse_pod(obj: Mapping[str, Any], *, creation_ts: float | None = None, uid: 
         except (TypeError, AttributeError, ValueError, KeyError) as err:
             error = SpecError("spec", f"malformed pod spec: {err}")
     owners = []
-    for ref in meta.get("ownerReferences") or []:
+    refs = meta.get("ownerReferences")
+    for ref in refs if isinstance(refs, list) else ():
         if isinstance(ref, Mapping):
             owners.append(
                 OwnerRef(
@@ -473,7 +508,10 @@ def parse_pod(obj: Mapping[str, Any], *, creation_ts: float | None = None, uid: 
                     bool(ref.get("controller", False)),
                 )
             )
-    conditions = tuple(c for c in status.get("conditions") or () if isinstance(c, Mapping))
+    raw_conditions = status.get("conditions")
+    conditions = tuple(
+        c for c in (raw_conditions if isinstance(raw_conditions, list) else ()) if isinstance(c, Mapping)
+    )
     ts = creation_ts if creation_ts is not None else parse_timestamp(meta.get("creationTimestamp"))
     return Pod(
         namespace=namespace,

@@ -21,6 +21,7 @@ POD_GROUP_KIND = "PodGroup"
 GANG_NAME_ANNOTATION = "gang.scheduling.koordinator.sh/name"
 LIGHTWEIGHT_NAME_LABEL = "pod-group.scheduling.sigs.k8s.io/name"
 BY_ANNOTATION = "annotation"
+_INT32_MAX = 2**31 - 1
 
 
 def gang_reference(labels: Mapping[str, str], annotations: Mapping[str, str]) -> tuple[str, str] | None:
@@ -80,23 +81,27 @@ class PodGroup:
         try:
             if not isinstance(min_member, int) or isinstance(min_member, bool):
                 raise SpecError("spec.minMember", f"must be an integer, got {min_member!r}")
+            if min_member > _INT32_MAX:
+                raise SpecError("spec.minMember", f"must be a 32-bit integer, got {min_member}")
             if min_member < 0 or (group == X_K8S_GROUP and min_member < 1):
                 floor = 1 if group == X_K8S_GROUP else 0
                 raise SpecError("spec.minMember", f"must be at least {floor}, got {min_member}")
             if timeout is not None and (
-                not isinstance(timeout, int) or isinstance(timeout, bool) or timeout < 0
+                not isinstance(timeout, int) or isinstance(timeout, bool) or not 0 <= timeout <= _INT32_MAX
             ):
                 raise SpecError(
-                    "spec.scheduleTimeoutSeconds", f"must be a non-negative integer, got {timeout!r}"
+                    "spec.scheduleTimeoutSeconds", f"must be a non-negative 32-bit integer, got {timeout!r}"
                 )
             min_resources = parse_resource_list(spec.get("minResources"), "spec.minResources")
         except SpecError as err:
             error = err
-            min_member = min_member if isinstance(min_member, int) and not isinstance(min_member, bool) else 0
+            valid = isinstance(min_member, int) and not isinstance(min_member, bool)
+            min_member = min_member if valid and 0 <= min_member <= _INT32_MAX else 0
             timeout = None
         ts = creation_ts if creation_ts is not None else parse_timestamp(meta.get("creationTimestamp"))
         namespace = str(meta.get("namespace") or "default")
         name = str(meta.get("name") or "")
+        annotations = meta.get("annotations")
         return PodGroup(
             api_group=group,
             namespace=namespace,
@@ -105,7 +110,9 @@ class PodGroup:
             min_member=min_member,
             schedule_timeout_seconds=timeout,
             min_resources=min_resources,
-            annotations={str(k): str(v) for k, v in (meta.get("annotations") or {}).items()},
+            annotations=(
+                {str(k): str(v) for k, v in annotations.items()} if isinstance(annotations, Mapping) else {}
+            ),
             creation_ts=ts or 0.0,
             status=status,
             spec_error=error,

@@ -22,19 +22,24 @@ class PriorityClass:
 
     @staticmethod
     def from_dict(obj: Mapping[str, Any]) -> PriorityClass:
-        meta = obj.get("metadata") or {}
+        meta = obj.get("metadata")
         name = meta.get("name") if isinstance(meta, Mapping) else None
         if not isinstance(name, str) or not name:
             raise SpecError("metadata.name", "a PriorityClass needs a name")
         value = obj.get("value")
         if not isinstance(value, int) or isinstance(value, bool):
             raise SpecError("value", f"must be an integer, got {value!r}")
+        if not -(2**31) <= value < 2**31:
+            raise SpecError("value", f"must be a 32-bit integer, got {value}")
         if value > 1000000000 and not name.startswith("system-"):
             raise SpecError("value", f"must be at most 1000000000 for user classes, got {value}")
         policy = obj.get("preemptionPolicy") or "PreemptLowerPriority"
         if policy not in ("PreemptLowerPriority", "Never"):
             raise SpecError("preemptionPolicy", f"must be PreemptLowerPriority or Never, got {policy!r}")
-        return PriorityClass(name, value, bool(obj.get("globalDefault", False)), policy)
+        global_default = obj.get("globalDefault")
+        if global_default is not None and not isinstance(global_default, bool):
+            raise SpecError("globalDefault", f"must be true or false, got {global_default!r}")
+        return PriorityClass(name, value, bool(global_default), policy)
 
 
 BUILTIN_PRIORITY_CLASSES = (

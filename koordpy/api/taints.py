@@ -30,6 +30,7 @@ _EFFECTS_HINT = f"{NO_SCHEDULE}, {PREFER_NO_SCHEDULE}, {NO_EXECUTE}"
 
 TOLERATION_OP_EQUAL = "Equal"
 TOLERATION_OP_EXISTS = "Exists"
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,8 +110,14 @@ class Toleration:
 
         seconds = obj.get("tolerationSeconds")
         if seconds is not None:
-            if isinstance(seconds, bool) or not isinstance(seconds, int):
-                raise SpecError(join_path(path, "tolerationSeconds"), f"must be an integer, got {seconds!r}")
+            if (
+                isinstance(seconds, bool)
+                or not isinstance(seconds, int)
+                or not _INT64_MIN <= seconds <= _INT64_MAX
+            ):
+                raise SpecError(
+                    join_path(path, "tolerationSeconds"), f"must be a 64-bit integer, got {seconds!r}"
+                )
             if effect != NO_EXECUTE:
                 raise SpecError(effect_path, "effect must be 'NoExecute' when `tolerationSeconds` is set")
         return Toleration(key, operator, value, effect, seconds)

@@ -41,6 +41,10 @@ MAX_QUEUED_EVENTS = 10_000
 EVENT_CACHE_SIZE = 8192
 # events in flight at once: enough to keep up with bindings, few of the client's connections
 EVENT_WORKERS = 16
+# an event the apiserver could not take (it is restarting, overloaded or out of reach) is sent
+# again, as client-go's broadcaster does: up to this many tries, waiting longer each time
+EVENT_TRIES = 6
+EVENT_RETRY_SECONDS = 1.0
 # what a write may fail with: the apiserver's refusal, or no answer at all
 WRITE_ERRORS: tuple[type[BaseException], ...] = (ApiError, *TRANSPORT_ERRORS)
 
@@ -86,6 +90,11 @@ async def wait_set(event: asyncio.Event, timeout: float) -> bool:
     return True
 
 
+def _worth_retrying(err: BaseException) -> bool:
+    """No answer, or an answer that says "later" (429, 5xx); a refusal of the event itself is final."""
+    return not isinstance(err, ApiError) or err.status == 429 or err.status >= 500
+
+
 @dataclass(slots=True)
 class _Recorded:
     """An event the apiserver holds (or is about to), and its series as counted here."""
@@ -121,6 +130,8 @@ class EventRecorder:
         max_queued: int = MAX_QUEUED_EVENTS,
         workers: int = EVENT_WORKERS,
         now: Callable[[], float] = time.time,
+        tries: int = EVENT_TRIES,
+        retry_seconds: float = EVENT_RETRY_SECONDS,
     ) -> None:
         self.api = api
         self.instance = instance[:REPORTING_INSTANCE_LIMIT]
@@ -129,6 +140,8 @@ class EventRecorder:
         self._max_queued = max_queued
         self._workers = workers
         self._now = now
+        self._tries = max(1, tries)
+        self._retry_seconds = retry_seconds
         self._queue: deque[_Pending] = deque()
         self._ready = asyncio.Event()
         self._cache: OrderedDict[tuple[Any, ...], _Recorded] = OrderedDict()
@@ -236,23 +249,35 @@ class EventRecorder:
         await self._create(recorded)
 
     async def _create(self, recorded: _Recorded) -> bool:
-        body = dict(recorded.body)
-        if recorded.count > 1:
-            body["series"] = {"count": recorded.count, "lastObservedTime": micro_time(recorded.last)}
-        try:
-            await self.api.request(
-                "POST",
-                f"/apis/events.k8s.io/v1/namespaces/{recorded.namespace}/events",
-                body=body,
-                timeout=15.0,
-            )
-        except WRITE_ERRORS as err:
-            self._wrote(False)
-            log.warning("recording event %s for %s failed: %s", body["reason"], recorded.name, err)
-            return False
-        recorded.written = max(recorded.count, 1)
-        self._wrote(True)
-        return True
+        for attempt in range(self._tries):
+            body = dict(recorded.body)
+            if recorded.count > 1:
+                body["series"] = {"count": recorded.count, "lastObservedTime": micro_time(recorded.last)}
+            try:
+                await self.api.request(
+                    "POST",
+                    f"/apis/events.k8s.io/v1/namespaces/{recorded.namespace}/events",
+                    body=body,
+                    timeout=15.0,
+                )
+            except WRITE_ERRORS as err:
+                self._wrote(False)
+                last = attempt + 1 == self._tries or not _worth_retrying(err)
+                log.warning(
+                    "recording event %s for %s failed: %s%s",
+                    body["reason"],
+                    recorded.name,
+                    err,
+                    "" if last else "; trying again",
+                )
+                if last:
+                    return False
+                await asyncio.sleep(self._retry_seconds * 2**attempt)
+                continue
+            recorded.written = max(recorded.count, 1)
+            self._wrote(True)
+            return True
+        return False
 
     async def _write_series(self, recorded: _Recorded) -> None:
         patch = {"series": {"count": recorded.count, "lastObservedTime": micro_time(recorded.last)}}

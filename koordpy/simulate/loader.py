@@ -4,7 +4,12 @@ controllers would create. Each document is read and parsed once, and each object
 a typed view or, for pods and topologies, the API object itself.
 
 Pods whose specs the scheduler cannot understand are not input errors: the simulation reports them
-as InvalidSpec, exactly as a cluster would leave them pending.
+as InvalidSpec, exactly as a cluster would leave them pending. Objects an API server would refuse
+are: a field of the wrong JSON type, a pod without a spec.
+
+A scenario holds at most `max_objects` objects, stamped pods included (MAX_OBJECTS unless the
+caller raises it), and a workload stamps at most MAX_PODS_PER_WORKLOAD pods: both stop a runaway
+input with a message rather than by exhausting the memory.
 """
 
 from __future__ import annotations
@@ -24,9 +29,22 @@ from koordpy.api.priorityclass import PriorityClass
 from koordpy.simulate.documents import STDIN, STDIN_LABEL, ScenarioError, Source, describe, read_documents
 from koordpy.simulate.objects import Entry, entries_of
 from koordpy.simulate.priorities import Priorities, read_priorities
-from koordpy.simulate.workloads import WORKLOAD_KINDS, stamp_pods
+from koordpy.simulate.workloads import MAX_PODS_PER_WORKLOAD, WORKLOAD_KINDS, pod_count, stamp_pods
 
-__all__ = ["STDIN", "STDIN_LABEL", "Scenario", "ScenarioError", "Source", "load_scenario"]
+__all__ = [
+    "MAX_OBJECTS",
+    "MAX_PODS_PER_WORKLOAD",
+    "STDIN",
+    "STDIN_LABEL",
+    "Scenario",
+    "ScenarioError",
+    "Source",
+    "load_scenario",
+]
+
+# Objects of a scenario, the pods that workloads stamp included: more than the largest cluster
+# Kubernetes supports holds (5,000 nodes, 150,000 pods), with room for its other objects.
+MAX_OBJECTS = 250_000
 
 
 @dataclass(slots=True)
@@ -57,12 +75,25 @@ def _default_pod(pod: dict[str, Any], priorities: Priorities) -> None:
     priorities.admit(spec)
 
 
-def load_scenario(paths: Sequence[str], stdin: TextIO | None = None) -> Scenario:
+def _too_many(max_objects: int) -> str:
+    return f"the scenario would hold more than {max_objects} objects (raise the limit with --max-objects)"
+
+
+def load_scenario(
+    paths: Sequence[str], stdin: TextIO | None = None, max_objects: int = MAX_OBJECTS
+) -> Scenario:
     """Reads every object the paths hold (a file, a directory's *.yaml/*.yml in name order, or `-`
     for `stdin`) and returns them defaulted and admitted; raises ScenarioError for invalid input."""
     if not paths:
         raise ScenarioError("", None, "", "no input: name a file, a directory or - for standard input")
-    entries = [entry for source, doc in read_documents(paths, stdin) for entry in entries_of(doc, source)]
+    entries: list[Entry] = []
+    # A document holds an object or more (a List), or nothing: twice the objects is room enough for
+    # every real input, and bounds the time a text of empty documents takes.
+    for source, doc in read_documents(paths, stdin, max_documents=2 * max_objects):
+        for entry in entries_of(doc, source):
+            if len(entries) >= max_objects:
+                raise entry.error("", _too_many(max_objects))
+            entries.append(entry)
     if not entries:
         raise ScenarioError(paths[0] if len(paths) == 1 else "", None, "", "the input holds no objects")
 
@@ -74,9 +105,13 @@ def load_scenario(paths: Sequence[str], stdin: TextIO | None = None) -> Scenario
         _register(owners, entry.key, entry.source, entry, "metadata.name")
     priorities, scenario.priority_classes = read_priorities(entries)
 
+    objects = len(entries)
     for entry in entries:
         kind = entry.kind
         if kind == "Pod":
+            if not isinstance(entry.obj.get("spec"), dict):
+                # the API server's validation: a pod needs containers, so a spec
+                raise entry.error("spec", "missing")
             pod = copy.deepcopy(entry.obj)
             _register(owners, entry.key, entry.source, entry, "metadata.name")
             try:
@@ -85,6 +120,10 @@ def load_scenario(paths: Sequence[str], stdin: TextIO | None = None) -> Scenario
                 raise entry.spec_error(err) from err
             scenario.pods.append(pod)
         elif kind in WORKLOAD_KINDS:
+            count, field = pod_count(entry)
+            if objects + count > max_objects:
+                raise entry.error(field, f"{count} pods: {_too_many(max_objects)}")
+            objects += count
             for pod in stamp_pods(entry):
                 key = ("Pod", entry.namespace, pod["metadata"]["name"])
                 _register(owners, key, entry.source, entry, "metadata.name", stamped=True)

@@ -23,6 +23,14 @@ from koordpy.framework.effects import Bind, Effect, Evict, Nominate, PodUnschedu
 from koordpy.scheduler import Scheduler
 
 
+def _other_conditions(status: Mapping[str, Any], kind: str) -> list[Any]:
+    """The pod's conditions but those of type `kind` (and the null entries an input may hold)."""
+    conditions = status.get("conditions")
+    if not isinstance(conditions, list):
+        return []
+    return [c for c in conditions if isinstance(c, Mapping) and c.get("type") != kind]
+
+
 @dataclass(slots=True)
 class Eviction:
     victim: str
@@ -62,8 +70,8 @@ class MemoryCluster:
         raw["status"] = dict(raw.get("status") or {})
         meta.setdefault("namespace", "default")
         meta.setdefault("creationTimestamp", format_timestamp(self.clock.now()))
-        raw.setdefault("status", {})
-        if raw.get("spec", {}).get("nodeName"):
+        spec = raw.get("spec")
+        if isinstance(spec, Mapping) and spec.get("nodeName"):
             raw["status"].setdefault("phase", "Running")
         else:
             raw["status"].setdefault("phase", "Pending")
@@ -109,9 +117,10 @@ class MemoryCluster:
             self.scheduler.binding_done(key, "pod not found")
             return
         old = self.pods[key]
+        spec = old.get("spec")
         raw = {
             **old,
-            "spec": {**old["spec"], "nodeName": b.node_name},
+            "spec": {**(spec if isinstance(spec, Mapping) else {}), "nodeName": b.node_name},
             "status": dict(old.get("status") or {}),
         }
         view = self.views[key]
@@ -122,7 +131,7 @@ class MemoryCluster:
         status = raw["status"]
         status["phase"] = "Running"
         status.pop("nominatedNodeName", None)
-        conditions = [c for c in status.get("conditions", []) if c.get("type") != "PodScheduled"]
+        conditions = _other_conditions(status, "PodScheduled")
         conditions.append({"type": "PodScheduled", "status": "True"})
         status["conditions"] = conditions
         self.pods[key] = raw
@@ -140,7 +149,7 @@ class MemoryCluster:
         if raw is None or key in self.deleted:
             return
         status = raw.setdefault("status", {})
-        conditions = [c for c in status.get("conditions", []) if c.get("type") != "PodScheduled"]
+        conditions = _other_conditions(status, "PodScheduled")
         conditions.append(
             {"type": "PodScheduled", "status": "False", "reason": e.reason, "message": e.message}
         )
@@ -165,7 +174,7 @@ class MemoryCluster:
             return
         raw = copy.deepcopy(raw)
         status = raw.setdefault("status", {})
-        conditions = [c for c in status.get("conditions", []) if c.get("type") != "DisruptionTarget"]
+        conditions = _other_conditions(status, "DisruptionTarget")
         conditions.append(
             {
                 "type": "DisruptionTarget",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from koordpy.api import names
 from koordpy.config.models import SchedulerConfiguration
@@ -71,8 +71,9 @@ def add_topology_status(world: MemoryCluster, scenario: Scenario, report: Report
         return
     snap = world.scheduler.cache.snapshot
     nodes = [snap.info(int(r)).node for r in snap.live_rows()]
+    spec = topology.get("spec")
     try:
-        chain = parse_layer_chain((topology.get("spec") or {}).get("networkTopologySpec"))
+        chain = parse_layer_chain(spec.get("networkTopologySpec") if isinstance(spec, Mapping) else None)
     except TopologySpecError as err:
         report.clusterNetworkTopology = {
             "status": {

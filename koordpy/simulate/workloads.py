@@ -7,7 +7,7 @@ import copy
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from koordpy.simulate.objects import Entry, type_name
+from koordpy.simulate.objects import Entry, shown, type_name
 
 WORKLOAD_KINDS = frozenset({"ReplicaSet", "Deployment", "StatefulSet", "Job"})
 
@@ -17,29 +17,55 @@ JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 LEGACY_JOB_NAME_LABEL = "job-name"
 JOB_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 
+# The most pods one workload may stamp in a simulation: far beyond any real controller's
+# replicas, and small enough that a typo such as `replicas: 1000000` stops at once with a message
+# instead of filling the memory.
+MAX_PODS_PER_WORKLOAD = 100_000
+_INT32_MAX = 2**31 - 1
+
 
 def _replicas(entry: Entry, spec: Mapping[str, Any], field: str) -> int:
     value = spec.get(field)
     if value is None:
         return 1
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise entry.error(f"spec.{field}", f"must be a non-negative integer, got {value!r}")
+    if type(value) is not int or not 0 <= value <= _INT32_MAX:
+        raise entry.error(f"spec.{field}", f"must be a non-negative integer, got {shown(value)}")
     return value
 
 
-def _pod_count(entry: Entry, spec: Mapping[str, Any]) -> int:
+def pod_count(entry: Entry) -> tuple[int, str]:
+    """How many pods the workload's controller creates, and the field that decides it; an input
+    error when that is more than MAX_PODS_PER_WORKLOAD."""
+    spec = _spec(entry)
     if entry.kind != "Job":
-        return _replicas(entry, spec, "replicas")
-    parallelism = _replicas(entry, spec, "parallelism")
-    completions = spec.get("completions")
-    if completions is not None and (
-        not isinstance(completions, int) or isinstance(completions, bool) or completions < 0
-    ):
-        raise entry.error("spec.completions", f"must be a non-negative integer, got {completions!r}")
-    if spec.get("suspend") is True:
-        return 0
-    # The Job controller never runs more pods at once than there are completions left to make.
-    return parallelism if completions is None else min(parallelism, completions)
+        count, field = _replicas(entry, spec, "replicas"), "spec.replicas"
+    else:
+        parallelism = _replicas(entry, spec, "parallelism")
+        completions = spec.get("completions")
+        if completions is not None and (type(completions) is not int or not 0 <= completions <= _INT32_MAX):
+            raise entry.error("spec.completions", f"must be a non-negative integer, got {shown(completions)}")
+        field = "spec.parallelism"
+        if spec.get("suspend") is True:
+            count = 0
+        elif completions is not None and completions < parallelism:
+            # The Job controller never runs more pods at once than there are completions left to make.
+            count, field = completions, "spec.completions"
+        else:
+            count = parallelism
+    if count > MAX_PODS_PER_WORKLOAD:
+        raise entry.error(
+            field,
+            f"{count} pods are more than the {MAX_PODS_PER_WORKLOAD} a workload may create in a simulation",
+        )
+    return count, field
+
+
+def _spec(entry: Entry) -> Mapping[str, Any]:
+    spec = entry.obj.get("spec")
+    if not isinstance(spec, Mapping):
+        message = "missing" if spec is None else f"expected an object, got {type_name(spec)}"
+        raise entry.error("spec", message)
+    return spec
 
 
 def _string_map(entry: Entry, value: Any, field: str) -> dict[str, Any]:
@@ -52,10 +78,7 @@ def _string_map(entry: Entry, value: Any, field: str) -> dict[str, Any]:
 
 def stamp_pods(entry: Entry) -> Iterator[dict[str, Any]]:
     """The pods a workload's controller creates, as API dicts before defaulting."""
-    spec = entry.obj.get("spec")
-    if not isinstance(spec, Mapping):
-        message = "missing" if spec is None else f"expected an object, got {type_name(spec)}"
-        raise entry.error("spec", message)
+    spec = _spec(entry)
     template = spec.get("template")
     if not isinstance(template, Mapping):
         message = "missing" if template is None else f"expected an object, got {type_name(template)}"
@@ -67,7 +90,7 @@ def stamp_pods(entry: Entry) -> Iterator[dict[str, Any]]:
     if not isinstance(pod_spec, Mapping):
         message = "missing" if pod_spec is None else f"expected an object, got {type_name(pod_spec)}"
         raise entry.error("spec.template.spec", message)
-    count = _pod_count(entry, spec)
+    count, _ = pod_count(entry)
     meta = entry.obj["metadata"]
     owner = {
         "apiVersion": entry.obj["apiVersion"],

@@ -8,6 +8,11 @@ layers must form one chain from the node layer up.
 
 Domains are identified by their path from the top (the names of the domains above them and their
 own), not by (layer, name): two blocks `b1` under spines `s1` and `s2` are two domains.
+
+The object comes from the API as it was written: any field may have any JSON shape. Parsing it is
+total: every shape either gives a chain or a `TopologySpecError` naming the field (its path from
+the object's root) and what is wrong, and the sizes the tree code walks (layers, label keys) are
+bounded here, so nothing downstream meets an unbounded depth.
 """
 
 from __future__ import annotations
@@ -21,23 +26,78 @@ from koordpy.api.node import Node
 CLUSTER_LAYER = "ClusterTopologyLayer"
 NODE_LAYER = "NodeTopologyLayer"
 
+# Real topologies have a handful of layers (datacenter, spine, block, accelerator, node); the tree
+# code recurses once per layer, so the bound keeps a hostile spec far from Python's recursion limit.
+MAX_LAYERS = 32
+# label keys tried per layer, and the longest a Kubernetes label key can be (253 prefix + / + 63)
+MAX_LABEL_KEYS = 32
+MAX_LABEL_KEY_LENGTH = 317
+MAX_LAYER_NAME_LENGTH = 253
+# the longest excerpt of a bad value quoted in a message
+_BRIEF = 60
+
 # names of the domains from the top down to a domain; () is the cluster
 DomainPath = tuple[str, ...]
 
 
 class TopologySpecError(ValueError):
-    """A `spec.networkTopologySpec` that does not describe one chain of layers."""
+    """A ClusterNetworkTopology whose spec does not describe one chain of layers. `layer` names the
+    layer at fault when there is one; `field` the path of the field at fault, from the object's
+    root, when one field is (the message starts with it then)."""
 
     message: str
     layer: str | None
+    field: str | None
 
-    def __init__(self, message: str, layer: str | None = None) -> None:
-        super().__init__(message, layer)
+    def __init__(self, message: str, layer: str | None = None, field: str | None = None) -> None:
+        super().__init__(message, layer, field)
         self.message = message
         self.layer = layer
+        self.field = field
 
     def __str__(self) -> str:
         return self.message
+
+
+def _field_error(field: str, problem: str, layer: str | None = None) -> TopologySpecError:
+    return TopologySpecError(f"{field}: {problem}", layer, field)
+
+
+def brief(value: object) -> str:
+    """A short, safe description of any value decoded from JSON or YAML, for a message: strings
+    and numbers are quoted (cut short when long), containers are described by their size. It
+    never recurses, so neither deep nesting nor an integer too long to print can make the
+    message itself fail."""
+    if value is None or isinstance(value, bool):
+        return repr(value)
+    if isinstance(value, int):
+        if value.bit_length() > 64:
+            return f"an integer of {value.bit_length()} bits"
+        return repr(value)
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, str):
+        if len(value) > _BRIEF:
+            return f"{value[:_BRIEF]!r}... ({len(value)} characters)"
+        return repr(value)
+    if isinstance(value, Mapping):
+        return f"an object with {len(value)} field(s)"
+    if isinstance(value, list | tuple):
+        return f"a list of {len(value)} item(s)"
+    return f"a value of type {type(value).__name__}"
+
+
+def _kind(value: object) -> str:
+    """The JSON name of a value's type, for 'must be X, got Y' messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return f"the number {brief(value)}"
+    if isinstance(value, str):
+        return f"the string {brief(value)}"
+    return brief(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,27 +131,51 @@ class LayerChain:
         return self.depth(upper) < self.depth(lower)
 
 
-def _entries(spec: Mapping[str, Any] | Sequence[Any] | None) -> list[Any]:
-    raw: Any = spec.get("networkTopologySpec") if isinstance(spec, Mapping) else spec
-    if raw is None or raw == []:
+def _entries(spec: object) -> list[Any]:
+    if isinstance(spec, Mapping):
+        raw: object = spec.get("networkTopologySpec")
+    elif spec is None or isinstance(spec, list | tuple):
+        raw = spec
+    else:
+        raise _field_error("spec", f"must be an object with networkTopologySpec, got {_kind(spec)}")
+    if raw is None or (isinstance(raw, list | tuple) and not raw):
         raise TopologySpecError(
-            f"spec.networkTopologySpec lists no layers: list at least {NODE_LAYER} and the layers above it"
+            f"spec.networkTopologySpec lists no layers: list at least {NODE_LAYER} and the layers above it",
+            field="spec.networkTopologySpec",
         )
-    if not isinstance(raw, Sequence) or isinstance(raw, str | bytes):
-        raise TopologySpecError(f"spec.networkTopologySpec must be a list, got {type(raw).__name__}")
+    if not isinstance(raw, list | tuple):
+        raise _field_error("spec.networkTopologySpec", f"must be a list, got {_kind(raw)}")
+    if len(raw) > MAX_LAYERS:
+        raise _field_error(
+            "spec.networkTopologySpec", f"lists {len(raw)} layers; at most {MAX_LAYERS} are supported"
+        )
     return list(raw)
 
 
 def _label_keys(entry: Mapping[str, Any], path: str, name: str) -> tuple[str, ...]:
     raw = entry.get("labelKey")
+    field = f"{path}.labelKey"
     if raw is None:
         return ()
-    if isinstance(raw, str) or not isinstance(raw, Sequence):
-        raise TopologySpecError(f"{path}.labelKey of layer {name!r} must be a list of label keys", name)
+    if not isinstance(raw, list | tuple):
+        raise _field_error(field, f"of layer {name!r} must be a list of label keys, got {_kind(raw)}", name)
+    if len(raw) > MAX_LABEL_KEYS:
+        raise _field_error(
+            field,
+            f"of layer {name!r} lists {len(raw)} label keys; at most {MAX_LABEL_KEYS} are supported",
+            name,
+        )
     keys = []
-    for key in raw:
+    for i, key in enumerate(raw):
         if not isinstance(key, str):
-            raise TopologySpecError(f"{path}.labelKey of layer {name!r} must hold strings, got {key!r}", name)
+            raise _field_error(f"{field}[{i}]", f"of layer {name!r} must be a string, got {_kind(key)}", name)
+        if len(key) > MAX_LABEL_KEY_LENGTH:
+            raise _field_error(
+                f"{field}[{i}]",
+                f"of layer {name!r} is {len(key)} characters long; a label key has at most "
+                f"{MAX_LABEL_KEY_LENGTH}",
+                name,
+            )
         if key:
             keys.append(key)
     return tuple(keys)
@@ -99,30 +183,48 @@ def _label_keys(entry: Mapping[str, Any], path: str, name: str) -> tuple[str, ..
 
 def parse_layer_chain(spec: Mapping[str, Any] | Sequence[Any] | None) -> LayerChain:
     """The chain of layers of a ClusterNetworkTopology's `spec` (or its `networkTopologySpec`
-    list); TopologySpecError naming the layer when the layers do not form one chain."""
+    list); TopologySpecError naming the layer when the layers do not form one chain, and the
+    field when one has the wrong shape (any shape at all gives one or the other)."""
     parents: dict[str, str] = {}
     keys: dict[str, tuple[str, ...]] = {}
     listed: list[str] = []
+    # each layer's entry, for the field path of a problem found once every layer is known
+    entry_of: dict[str, str] = {}
     for i, entry in enumerate(_entries(spec)):
         path = f"spec.networkTopologySpec[{i}]"
         if not isinstance(entry, Mapping):
-            raise TopologySpecError(f"{path} must be an object, got {type(entry).__name__}")
+            raise _field_error(path, f"must be an object, got {_kind(entry)}")
         name = entry.get("topologyLayer")
         if not isinstance(name, str) or not name:
-            raise TopologySpecError(f"{path}.topologyLayer must name the layer, got {name!r}")
+            # the wording callers know: "<path>.topologyLayer must name the layer, got ..."
+            raise TopologySpecError(
+                f"{path}.topologyLayer must name the layer, got {_kind(name)}", field=f"{path}.topologyLayer"
+            )
+        if len(name) > MAX_LAYER_NAME_LENGTH:
+            raise _field_error(
+                f"{path}.topologyLayer",
+                f"{brief(name)} is longer than {MAX_LAYER_NAME_LENGTH} characters",
+            )
         if name == CLUSTER_LAYER:
             raise TopologySpecError(
-                f"{path}: {CLUSTER_LAYER} is the implicit top layer and is never listed", name
+                f"{path}: {CLUSTER_LAYER} is the implicit top layer and is never listed", name, path
             )
         if name in parents:
-            raise TopologySpecError(f"layer {name!r} is listed twice", name)
-        parent = entry.get("parentTopologyLayer") or ""
+            raise _field_error(f"{path}.topologyLayer", f"layer {name!r} is listed twice", name)
+        parent = entry.get("parentTopologyLayer")
+        if parent is None:
+            parent = ""
         if not isinstance(parent, str):
-            raise TopologySpecError(f"{path}.parentTopologyLayer of layer {name!r} must be a string", name)
+            raise _field_error(
+                f"{path}.parentTopologyLayer",
+                f"of layer {name!r} must be a string, got {_kind(parent)}",
+                name,
+            )
         # naming the implicit top explicitly means the same as leaving the parent out
         parents[name] = "" if parent == CLUSTER_LAYER else parent
         keys[name] = _label_keys(entry, path, name)
         listed.append(name)
+        entry_of[name] = path
 
     if NODE_LAYER not in parents:
         raise TopologySpecError(
@@ -133,14 +235,20 @@ def parse_layer_chain(spec: Mapping[str, Any] | Sequence[Any] | None) -> LayerCh
     for name in listed:
         parent = parents[name]
         if parent == NODE_LAYER:
-            raise TopologySpecError(
+            raise _field_error(
+                f"{entry_of[name]}.parentTopologyLayer",
                 f"layer {name!r} has {NODE_LAYER} as its parent, but {NODE_LAYER} is the bottom layer",
                 name,
             )
         if parent and parent not in parents:
-            raise TopologySpecError(f"layer {name!r} has an unknown parent layer {parent!r}", name)
+            raise _field_error(
+                f"{entry_of[name]}.parentTopologyLayer",
+                f"layer {name!r} has an unknown parent layer {brief(parent)}",
+                name,
+            )
         if name != NODE_LAYER and not keys[name]:
-            raise TopologySpecError(
+            raise _field_error(
+                f"{entry_of[name]}.labelKey",
                 f"layer {name!r} has no labelKey: name the node label(s) whose values name its domains",
                 name,
             )
@@ -254,6 +362,27 @@ def _domain_names(chain: LayerChain, node: Node) -> DomainPath | str:
                 return f"no label {' or '.join(layer.label_keys)} for layer {layer.name}"
         names.append(value)
     return tuple(names)
+
+
+def parse_topology_object(obj: object) -> tuple[str, LayerChain]:
+    """The name and layer chain of a ClusterNetworkTopology object as the API delivers it;
+    TopologySpecError naming the field (from the object's root) when any part has the wrong shape."""
+    if not isinstance(obj, Mapping):
+        raise TopologySpecError(f"the object must be a mapping, got {_kind(obj)}", field="")
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping):
+        raise _field_error("metadata", f"must be an object, got {_kind(meta)}")
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        raise _field_error("metadata.name", f"must be a non-empty string, got {_kind(name)}")
+    spec = obj.get("spec")
+    if spec is None:
+        # read as a spec listing no layers, whose message says what to add
+        spec = {}
+    if not isinstance(spec, Mapping):
+        # parse_layer_chain takes a bare layer list too; in an object, spec is a map
+        raise _field_error("spec", f"must be an object with networkTopologySpec, got {_kind(spec)}")
+    return name, parse_layer_chain(spec)
 
 
 def build_tree(chain: LayerChain, nodes: Iterable[Node]) -> TopologyTree:

@@ -9,6 +9,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from koordpy.api import quantity
+from koordpy.api.pod import Pod
 from koordpy.api.quantity import (
     QuantityError,
     format_bytes,
@@ -307,3 +308,36 @@ def test_summed_requests_saturate_too() -> None:
     total = {"cpu": MAX_AMOUNT - 1}
     add_into(total, {"cpu": MAX_AMOUNT})
     assert total == {"cpu": MAX_AMOUNT}
+
+
+@pytest.mark.parametrize(
+    ("containers", "field"),
+    [
+        pytest.param(
+            [{"cpu": "1e18"}], "spec.containers[0].resources.requests.cpu", id="one-container-beyond"
+        ),
+        pytest.param(
+            [{"cpu": "1"}, {"memory": "8Ei"}],
+            "spec.containers[1].resources.requests.memory",
+            id="second-beyond",
+        ),
+        pytest.param([{"cpu": "5e12"}, {"cpu": "5e12"}], "spec", id="containers-together-beyond"),
+    ],
+)
+def test_a_pod_asking_beyond_the_bound_is_refused_naming_the_field(
+    containers: list[dict[str, str]], field: str
+) -> None:
+    pod = Pod.from_dict(
+        {
+            "metadata": {"name": "p"},
+            "spec": {
+                "containers": [
+                    {"name": f"c{i}", "resources": {"requests": requests}}
+                    for i, requests in enumerate(containers)
+                ]
+            },
+        }
+    )
+    assert pod.spec_error is not None
+    assert pod.spec_error.path == field
+    assert "than koordpy schedules" in pod.spec_error.message

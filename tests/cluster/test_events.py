@@ -165,3 +165,30 @@ async def test_events_beyond_the_queue_bound_are_dropped_and_counted(fake: FakeA
     for i in range(5):
         events.record(pod_ref(f"p{i}"), "Warning", "FailedScheduling", "Scheduling", "x")
     assert (events.queued(), len(dropped)) == (3, 2)
+
+
+@pytest.mark.parametrize(
+    ("refusals", "posts"),
+    [
+        # the last POST is the one answered 201
+        pytest.param(
+            [Reply.error(429, "TooManyRequests", "the apiserver is shutting down")], 2, id="429-then-sent"
+        ),
+        pytest.param([Reply.error(503, "ServiceUnavailable", "not ready")] * 2, 3, id="503-twice-then-sent"),
+        pytest.param([Reply.error(422, "Invalid", "bad event")], 1, id="a-refused-event-is-not-sent-again"),
+        pytest.param([Reply.error(500, "InternalError", "down")] * 3, 3, id="given-up-after-the-last-try"),
+    ],
+)
+async def test_an_event_the_apiserver_could_not_take_is_sent_again(
+    fake: FakeApiServer, refusals: list[Reply], posts: int
+) -> None:
+    fake.on("POST", EVENTS, *refusals, Reply(201))
+    events = EventRecorder(fake.client(), "koordpy-0", tries=3, retry_seconds=0.01)
+    task = asyncio.create_task(events.run())
+    try:
+        events.record(pod_ref("p"), "Normal", "Scheduled", "Binding", "Successfully assigned default/p to n1")
+        assert await events.wait_idle(5.0)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert len(fake.matching("POST", EVENTS)) == posts

@@ -38,11 +38,13 @@ def test_a_huge_node_allocatable_saturates_in_the_matrix(quantity: str, expected
 def test_huge_pods_on_one_node_never_wrap_the_requested_sum() -> None:
     cache = Cache()
     cache.add_node(make_node("n1", cpu="1e30", pods="100000"))
-    pods = [make_pod(f"p{i}", cpu="1e30", memory="1e30", node_name="n1") for i in range(600)]
+    # the largest request a pod may make, 600 times: over 2^62 in all
+    largest = str(MAX_AMOUNT - 1)
+    pods = [make_pod(f"p{i}", cpu=f"{largest}m", memory=largest, node_name="n1") for i in range(600)]
     for pod in pods:
         cache.add_pod(pod)
     snap = cache.snapshot
-    assert cpu_of(snap, snap.requested, "n1") > 0
+    assert cpu_of(snap, snap.requested, "n1") == 1 << 62
     assert int(snap.requested.min()) >= 0
     assert int(snap.nonzero_requested.min()) >= 0
     for pod in pods:

@@ -136,6 +136,11 @@ def test_lightweight_min_label_takes_precedence() -> None:
         ({"min-available": "2", "mode": "strict"}, (f"annotation {G}/mode", "'strict'")),
         ({"min-available": "2", "match-policy": "sometimes"}, (f"annotation {G}/match-policy", "sometimes")),
         ({}, (f"annotation {G}/min-available", "required")),
+        ({"min-available": "2", "groups": "[" * 5000 + "]" * 5000}, (f"annotation {G}/groups", "too deeply")),
+        (
+            {"min-available": "2", "groups": "[" + "1" * 5000 + "]"},
+            (f"annotation {G}/groups", "not usable JSON"),
+        ),
     ],
     ids=[
         "non-numeric-min",
@@ -146,6 +151,8 @@ def test_lightweight_min_label_takes_precedence() -> None:
         "mode-in-wrong-case",
         "unknown-match-policy",
         "missing-min",
+        "groups-nested-thousands-deep",
+        "groups-with-an-integer-too-long-to-convert",
     ],
 )
 def test_bad_annotation_is_named_with_its_value(

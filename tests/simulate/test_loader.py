@@ -171,8 +171,8 @@ def test_timestamps_stay_strings_as_in_the_api(tmp_path: Path) -> None:
 def test_pod_with_bad_spec_is_kept_for_the_scheduler_to_report(tmp_path: Path) -> None:
     bad = pod("bad")
     bad["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "lots"}}
-    not_a_spec = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "odd"}, "spec": "nonsense"}
-    assert pod_names(load(tmp_path, bad, not_a_spec)) == ["bad", "odd"]
+    bad_toleration = pod("odd", tolerations=[{"key": "", "operator": "Equal", "value": "x"}])
+    assert pod_names(load(tmp_path, bad, bad_toleration)) == ["bad", "odd"]
 
 
 def test_pod_group_with_invalid_spec_is_kept(tmp_path: Path) -> None:
@@ -574,7 +574,7 @@ ERROR_CASES = [
     ),
     pytest.param(
         [workload("Job", "j", parallelism="two")],
-        "document 1 (Job team/j): spec.parallelism: must be a non-negative integer, got 'two'",
+        "document 1 (Job team/j): spec.parallelism: must be an integer, got 'two'",
         id="parallelism-not-int",
     ),
     pytest.param(
@@ -632,14 +632,19 @@ def test_yaml_syntax_error_names_file_and_line(tmp_path: Path) -> None:
     path.write_text(BROKEN_YAML)
     with pytest.raises(ScenarioError) as info:
         load_scenario([str(path)])
-    assert str(info.value) == f"{path}: line 9, column 7: mapping values are not allowed in this context"
+    assert (
+        str(info.value)
+        == f"{path}: document 2: line 9, column 7: mapping values are not allowed in this context"
+    )
     assert (info.value.line, info.value.column) == (9, 7)
 
 
 def test_duplicate_yaml_key_is_an_error(tmp_path: Path) -> None:
     path = tmp_path / "dup.yaml"
     path.write_text("apiVersion: v1\nkind: Pod\nmetadata:\n  name: a\n  name: b\n")
-    with pytest.raises(ScenarioError, match=r"dup\.yaml: line 5, column 3: found duplicate key 'name'"):
+    with pytest.raises(
+        ScenarioError, match=r"dup\.yaml: document 1: line 5, column 3: found duplicate key 'name'"
+    ):
         load_scenario([str(path)])
 
 

@@ -28,7 +28,12 @@ from koordpy.api.podgroup import (
     PodGroup,
     gang_reference,
 )
-from koordpy.plugins.coscheduling.networktopology import NetworkTopologySpec, parse_network_topology_spec
+from koordpy.plugins.coscheduling.networktopology import (
+    MAX_SPEC_NESTING,
+    NetworkTopologySpec,
+    json_nesting_depth,
+    parse_network_topology_spec,
+)
 
 PREFIX = "gang.scheduling.koordinator.sh"
 ANNOTATION_NAME = GANG_NAME_ANNOTATION
@@ -101,10 +106,14 @@ def _int_value(value: str, where: str, minimum: int) -> int:
 def _group_ids(value: str | None, own_id: str, where: str) -> tuple[str, ...]:
     if value is None or value.strip() == "":
         return (own_id,)
+    if json_nesting_depth(value) > MAX_SPEC_NESTING:
+        raise SpecError(where, "is nested too deeply to be a JSON array of gang ids")
     try:
         parsed = json.loads(value)
     except json.JSONDecodeError as err:
-        raise SpecError(where, f"{value!r} is not a JSON array of gang ids: {err.msg}") from None
+        raise SpecError(where, f"{value[:200]!r} is not a JSON array of gang ids: {err.msg}") from None
+    except ValueError as err:  # an integer literal longer than Python converts
+        raise SpecError(where, f"is not usable JSON: {str(err)[:120]}") from None
     if not isinstance(parsed, list) or not all(isinstance(x, str) and x for x in parsed):
         raise SpecError(where, f'{value!r} must be a JSON array of "namespace/name" strings')
     for gid in parsed:

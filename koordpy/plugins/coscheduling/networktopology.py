@@ -13,13 +13,18 @@ The plan is made in three steps:
 3. The winner's slots are handed out to its children largest offer first, down to the nodes, and
    the pods, in network-topology-index order (then name), fill the nodes in that order: pods with
    consecutive indices share the lowest domain they can.
+
+Members placed later (beyond minMember, replacements, members that did not fit in the first pass)
+are held to the MustGather domain the group's placed members are in (`placed_domain`); see the
+Coscheduling plugin for where, and for which gang's rules a gang group follows.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -36,13 +41,21 @@ from koordpy.status.topology import (
     LayerChain,
     TopologySpecError,
     TopologyTree,
+    brief,
     build_tree,
-    parse_layer_chain,
+    parse_topology_object,
 )
+
+log = logging.getLogger(__name__)
 
 PREFER_GATHER = "PreferGather"
 MUST_GATHER = "MustGather"
 STRATEGIES = (PREFER_GATHER, MUST_GATHER)
+# a multiple larger than any gang can have (minMember is an int32) could never be met
+MAX_POD_COUNT_MULTIPLE = 2**31 - 1
+# more rules than a topology can have layers (see koordpy.status.topology.MAX_LAYERS) can only
+# repeat or name unknown layers; the bound keeps messages and checks short
+MAX_GATHER_RULES = 32
 
 
 # ============================================================================ the gang's annotation
@@ -71,45 +84,118 @@ class NetworkTopologySpec:
     def multiples(self) -> dict[str, int]:
         return {r.layer: r.pod_count_multiple for r in self.rules if r.pod_count_multiple > 1}
 
+    def without_multiples(self) -> NetworkTopologySpec:
+        """The same gather rules with no podCountMultiple: for members placed after the group, the
+        split the multiples ask for was made when the group was placed."""
+        return NetworkTopologySpec(tuple(replace(r, pod_count_multiple=1) for r in self.rules))
+
+    def same_rules(self, other: NetworkTopologySpec) -> bool:
+        """Whether both ask for the same placement (the order the rules are listed in is no part
+        of it: each names its own layer)."""
+        return set(self.rules) == set(other.rules)
+
+    def describe(self) -> str:
+        if not self.rules:
+            return "no gather rules"
+        parts = []
+        for r in self.rules:
+            multiple = f" podCountMultiple {r.pod_count_multiple}" if r.pod_count_multiple > 1 else ""
+            parts.append(f"{r.strategy} {r.layer}{multiple}")
+        return ", ".join(parts)
+
+
+# a spec is an object of a list of objects: anything deeper than this is not one
+MAX_SPEC_NESTING = 32
+
+
+def json_nesting_depth(raw: str) -> int:
+    """The deepest bracket nesting of a JSON text, strings skipped; cheap when few brackets."""
+    if raw.count("[") + raw.count("{") <= MAX_SPEC_NESTING:
+        return 0  # not deeper than MAX_SPEC_NESTING, all that callers ask
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in raw:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
 
 def parse_network_topology_spec(raw: str, where: str) -> NetworkTopologySpec:
-    """Parse `gang.scheduling.koordinator.sh/network-topology-spec`; SpecError names what is wrong."""
+    """Parse `gang.scheduling.koordinator.sh/network-topology-spec`; SpecError names what is wrong.
+    Any text at all gives a spec or a SpecError: JSON too deep for the parser, numbers too long to
+    convert and values of any type become SpecErrors naming the field."""
+    if json_nesting_depth(raw) > MAX_SPEC_NESTING:
+        # decided before parsing: whether the parser itself gives up depends on the stack in use
+        raise SpecError(where, "is nested too deeply to be a network-topology-spec")
     try:
         doc = json.loads(raw)
     except json.JSONDecodeError as err:
         raise SpecError(
             where, f"is not valid JSON: {err.msg} at line {err.lineno} column {err.colno}"
         ) from None
+    except RecursionError:
+        raise SpecError(where, "is nested too deeply to be a network-topology-spec") from None
+    except ValueError as err:
+        # an integer literal longer than Python converts (sys.get_int_max_str_digits)
+        raise SpecError(where, f"is not usable JSON: {str(err)[:120]}") from None
     if not isinstance(doc, dict):
-        raise SpecError(where, 'must be a JSON object such as {"gatherStrategy": [...]}')
+        raise SpecError(where, f'must be a JSON object such as {{"gatherStrategy": [...]}}, got {brief(doc)}')
     unknown = sorted(set(doc) - {"gatherStrategy"})
     if unknown:
-        raise SpecError(where, f"unknown field(s) {', '.join(unknown)}; only gatherStrategy is understood")
-    entries = doc.get("gatherStrategy") or []
+        shown = ", ".join(brief(k) for k in unknown[:5]) + (
+            f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+        )
+        raise SpecError(where, f"unknown field(s) {shown}; only gatherStrategy is understood")
+    entries = doc.get("gatherStrategy")
+    if entries is None:
+        entries = []
     if not isinstance(entries, list):
-        raise SpecError(f"{where} gatherStrategy", "must be a list")
+        raise SpecError(f"{where} gatherStrategy", f"must be a list, got {brief(entries)}")
+    if len(entries) > MAX_GATHER_RULES:
+        raise SpecError(
+            f"{where} gatherStrategy", f"lists {len(entries)} rules; at most {MAX_GATHER_RULES} are supported"
+        )
     rules: list[GatherRule] = []
     seen: set[str] = set()
     for i, entry in enumerate(entries):
         path = f"{where} gatherStrategy[{i}]"
         if not isinstance(entry, dict):
-            raise SpecError(path, "must be an object with layer and strategy")
+            raise SpecError(path, f"must be an object with layer and strategy, got {brief(entry)}")
         layer = entry.get("layer")
         if not isinstance(layer, str) or not layer:
-            raise SpecError(f"{path}.layer", "is required and must be a non-empty string")
+            raise SpecError(
+                f"{path}.layer", f"is required and must be a non-empty string, got {brief(layer)}"
+            )
         if layer in seen:
-            raise SpecError(f"{path}.layer", f"layer {layer!r} is listed twice")
+            raise SpecError(f"{path}.layer", f"layer {brief(layer)} is listed twice")
         seen.add(layer)
         strategy = entry.get("strategy")
-        if strategy not in STRATEGIES:
-            raise SpecError(f"{path}.strategy", f"{strategy!r} must be one of {', '.join(STRATEGIES)}")
+        if not isinstance(strategy, str) or strategy not in STRATEGIES:
+            raise SpecError(f"{path}.strategy", f"{brief(strategy)} must be one of {', '.join(STRATEGIES)}")
         multiple = entry.get("podCountMultiple", 1)
         if multiple is None:
             multiple = 1
         if isinstance(multiple, bool) or not isinstance(multiple, int):
-            raise SpecError(f"{path}.podCountMultiple", f"{multiple!r} must be an integer")
+            raise SpecError(f"{path}.podCountMultiple", f"{brief(multiple)} must be an integer")
         if multiple < 0:
-            raise SpecError(f"{path}.podCountMultiple", f"{multiple!r} must not be negative")
+            raise SpecError(f"{path}.podCountMultiple", f"{brief(multiple)} must not be negative")
+        if multiple > MAX_POD_COUNT_MULTIPLE:
+            raise SpecError(
+                f"{path}.podCountMultiple",
+                f"{brief(multiple)} is too large (at most {MAX_POD_COUNT_MULTIPLE})",
+            )
         rules.append(GatherRule(layer, strategy, max(multiple, 1)))
     return NetworkTopologySpec(tuple(rules))
 
@@ -123,9 +209,9 @@ def unknown_layer_message(spec: NetworkTopologySpec, chain: LayerChain, where: s
     for name in unknown:
         close = [known for known in chain.order if known.lower() == name.lower()]
         if close:
-            hints.append(f"{name!r} (did you mean {close[0]!r}? layer names are case-sensitive)")
+            hints.append(f"{brief(name)} (did you mean {close[0]!r}? layer names are case-sensitive)")
         else:
-            hints.append(repr(name))
+            hints.append(brief(name))
     return f"{where}: unknown layer {', '.join(hints)}; ClusterNetworkTopology default has {layers}"
 
 
@@ -331,13 +417,76 @@ def _no_domain_message(
     return head
 
 
+# ============================================================================ members placed later
+@dataclass(frozen=True, slots=True)
+class GatherDomain:
+    """The domain of a MustGather layer that holds a gang group's placed members: where the rest
+    of the group must go."""
+
+    layer: str
+    # names from the top; for the node layer, the node's domain path and then the node
+    path: DomainPath
+    nodes: frozenset[str]
+
+    @property
+    def label(self) -> str:
+        """`Layer/name` as the failure messages of a plan show a domain."""
+        if self.layer == CLUSTER_LAYER or not self.path:
+            return CLUSTER_LAYER
+        return f"{self.layer}/{self.path[-1]}"
+
+
+def placed_domain(tree: TopologyTree, layer: str, placed: Mapping[str, str]) -> GatherDomain | str | None:
+    """The one domain of the MustGather `layer` that holds every placed member (`placed`: pod key ->
+    node), None when no member is placed, or why the rest of the group has nowhere to go: a member
+    is on a node outside the topology tree, or the members are in more than one domain (placed
+    while the topology was unavailable, or bound by someone else)."""
+    if not placed:
+        return None
+    by_path: dict[DomainPath, list[str]] = {}
+    for key in sorted(placed):
+        node = placed[key]
+        node_path = tree.node_paths.get(node)
+        if node_path is None:
+            why = tree.excluded.get(node)
+            detail = f" ({why})" if why else ""
+            return (
+                f"member {key} is on node {node}, which is not in the ClusterNetworkTopology's tree{detail}, "
+                f"so the {layer} domain of the group cannot be told"
+            )
+        if layer == NODE_LAYER:
+            path: DomainPath = (*node_path, node)
+        else:
+            path = node_path[: tree.chain.depth(layer)]
+        by_path.setdefault(path, []).append(key)
+    if len(by_path) > 1:
+        listed = "; ".join(
+            f"{'/'.join(path) or CLUSTER_LAYER}: {', '.join(keys[:3])}{' ...' if len(keys) > 3 else ''}"
+            for path, keys in sorted(by_path.items())
+        )
+        return (
+            f"the members already placed are in {len(by_path)} {layer} domains ({listed}), "
+            f"so no one {layer} domain holds the group"
+        )
+    ((path, _),) = by_path.items()
+    if layer == NODE_LAYER:
+        nodes = frozenset((path[-1],))
+    else:
+        nodes = frozenset(tree.leaves(path))
+    return GatherDomain(layer, path, nodes)
+
+
 # ============================================================================ the cluster's topology
 TOPOLOGY_OBJECT_NAME = "default"
 
 
 class ClusterTopologyView:
     """The scheduler's copy of ClusterNetworkTopology `default`: its layer chain (or why the spec is
-    unusable), and the tree its nodes form, rebuilt when the nodes change."""
+    unusable), and the tree its nodes form, rebuilt when the nodes change.
+
+    An object of any shape is taken without raising: a `default` with a bad spec is kept as present
+    but unusable (`unavailable` says which field is wrong, and gangs are placed without topology);
+    an object whose name cannot be read is ignored and logged, naming the field."""
 
     def __init__(self) -> None:
         self.present = False
@@ -347,21 +496,34 @@ class ClusterTopologyView:
         self._tree_key: tuple[int, int, int] | None = None
 
     def on_object(self, action: str, obj: Mapping[str, Any]) -> None:
-        meta = obj.get("metadata") or {}
-        if meta.get("name") != TOPOLOGY_OBJECT_NAME:
+        try:
+            name, chain = parse_topology_object(obj)
+        except TopologySpecError as err:
+            named = _object_name(obj)
+            if named is None:
+                # which object this is cannot be told: it cannot be the one the scheduler uses
+                log.error("ClusterNetworkTopology ignored: %s", err)
+                return
+            if named != TOPOLOGY_OBJECT_NAME:
+                return
+            self._reset()
+            if action == "Delete":
+                self.present, self.chain, self.error = False, None, None
+                return
+            log.error("ClusterNetworkTopology %r is invalid and is not used: %s", named, err)
+            self.present, self.chain, self.error = True, None, str(err)
             return
-        self._tree = None
-        self._tree_key = None
+        if name != TOPOLOGY_OBJECT_NAME:
+            return
+        self._reset()
         if action == "Delete":
             self.present, self.chain, self.error = False, None, None
             return
-        self.present = True
-        try:
-            self.chain = parse_layer_chain(obj.get("spec") or {})
-            self.error = None
-        except TopologySpecError as err:
-            self.chain = None
-            self.error = str(err)
+        self.present, self.chain, self.error = True, chain, None
+
+    def _reset(self) -> None:
+        self._tree = None
+        self._tree_key = None
 
     def unavailable(self) -> str | None:
         """Why topology placement cannot be done now (None when it can)."""
@@ -380,3 +542,10 @@ class ClusterTopologyView:
             self._tree = build_tree(self.chain, nodes)
             self._tree_key = key
         return self._tree
+
+
+def _object_name(obj: object) -> str | None:
+    """`metadata.name` of an object of any shape, when it is a string."""
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    return name if isinstance(name, str) else None

@@ -11,6 +11,35 @@ pending member of the group and the scheduler tries them back to back, each seei
 ones assumed; `batch_end` then releases the group or rolls it back (Strict), keeps the placed
 members waiting (NonStrict, or a scheduler-plugins PodGroup close enough to its minimum), and
 writes one message that every pending member carries.
+
+Network topology, for a gang group (decided from Koordinator's code, koordinator-sh/koordinator
+pkg/scheduler/plugins/coscheduling/core):
+
+- The network-topology-spec confines the whole gang group, placed as one unit in one domain, not
+  only the gang that carries it. `PodGroupManager.BeforePreFilter` (core.go) opens the round's
+  GangSchedulingContext with the whole group (`gangGroup`) and the spec of the gang of the round's
+  first pod; `PodGroupManager.FindOneNode` (network_topology_workflow.go) then plans
+  `getPendingPods(gangGroup)`, every pending pod of every gang of the group, with
+  `DesiredOfferSlot = len(allPendingPods)`, into one domain. So when only one gang of a group
+  carries a spec, Koordinator uses it for the whole group in the rounds that gang's pod opens and
+  places the group without topology in the others; koordpy applies it to the whole group always,
+  whichever member is popped first.
+- Two gangs of one group with different specs: Koordinator uses whichever gang's pod opens the
+  round, so the placement depends on queue order; koordpy refuses instead, with InvalidSpec on
+  every member naming both gangs and their rules.
+- Members placed after the group (beyond minMember, or that did not fit in the group's pass) stay
+  in the MustGather domain of the group's placed members:
+  `PodGroupManager.preFilterLateMemberOfSatisfiedGang` and `getMustGatherDomainOfBoundMembers`
+  (network_topology_workflow.go) confine a late member of a once-satisfied gang to the leaf nodes
+  of the MustGather-layer ancestor of its group's bound members, and reject it
+  (UnschedulableAndUnresolvable) when no member is bound, when a member is on a node outside the
+  topology, or when the members span several domains. koordpy does the same in PreFilter, also
+  for groups whose match policy never makes them once-satisfied (their later members go through
+  a group pass, whose plan is confined the same way), counts members assumed or waiting at Permit
+  as placed (the cache knows their node before the binding is seen), and reads the group's spec
+  (Koordinator reads the late pod's own gang's, which misses a group whose spec another gang
+  carries). podCountMultiple does not apply to later members: the split it asks for was made when
+  the group was placed.
 """
 
 from __future__ import annotations
@@ -59,8 +88,10 @@ from koordpy.plugins.coscheduling.gang import (
 )
 from koordpy.plugins.coscheduling.networktopology import (
     ClusterTopologyView,
+    GatherDomain,
     NetworkTopologySpec,
     Placement,
+    placed_domain,
     plan_with_offers,
     unknown_layer_message,
 )
@@ -113,6 +144,15 @@ class CoschedulingArgs(PluginArgs):
         return float(self.default_timeout)
 
 
+def _refusal(message: str) -> Diagnosis:
+    """The diagnosis of a group no node can take whatever is evicted: PreFilter said so."""
+    diagnosis = Diagnosis()
+    diagnosis.pre_filter_msg = message
+    diagnosis.pre_filter_status = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (message,), NAME)
+    diagnosis.unschedulable_plugins.add(NAME)
+    return diagnosis
+
+
 def _new_registry(handle: Handle, default_match_policy: str) -> GangRegistry:
     # one registry per scheduler hears every pod and PodGroup event
     registry = GangRegistry(handle.clock, default_match_policy)
@@ -161,6 +201,8 @@ class Coscheduling(
         self.preemption = JobPreemption(self)
         # pod keys released together by the last successful Permit of each group
         self._binding_members: dict[str, frozenset[str]] = {}
+        # the last group's MustGather domain, with what it was computed from (see _gather_domain)
+        self._domain_memo: tuple[tuple[object, ...], GatherDomain | str | None] | None = None
 
     def events_to_register(self) -> Sequence[ClusterEvent]:
         return (
@@ -190,7 +232,7 @@ class Coscheduling(
     def pre_enqueue(self, pod: Pod) -> Status | None:
         verdict = self.registry.readiness(pod)
         if verdict is None:
-            message = self._unknown_layers(pod)
+            message = self._spec_conflict(pod) or self._unknown_layers(pod)
             if message is None:
                 return None
             return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (message,), NAME, REASON_INVALID_SPEC)
@@ -198,18 +240,52 @@ class Coscheduling(
         return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (verdict.message,), NAME, reason)
 
     # ----------------------------------------------------------------------------- topology
-    def _topology_spec(self, pod: Pod) -> tuple[Gang, NetworkTopologySpec] | None:
-        """The gather rules of the pod's gang group: its own gang's, else the first gang of the group
-        that has some."""
-        gang = self.registry.gang(pod)
-        if gang is None or not self.cargs.aware_network_topology:
+    def _group_topology(self, gang: Gang) -> tuple[Gang, NetworkTopologySpec] | str | None:
+        """The gather rules the gang's whole group is placed by (see the module doc): the gang's
+        own, else those of the first gang of the group that has some; a message when two gangs of
+        the group ask for different placements; None when no gang asks."""
+        if not self.cargs.aware_network_topology:
             return None
-        if gang.spec is not None and gang.spec.topology_spec is not None:
-            return gang, gang.spec.topology_spec
-        for other in self.registry.group(gang):
-            if other is not None and other.spec is not None and other.spec.topology_spec is not None:
-                return other, other.spec.topology_spec
-        return None
+        carriers = [
+            g
+            for g in (gang, *self.registry.group(gang))
+            if g is not None and g.spec is not None and g.spec.topology_spec is not None
+        ]
+        if not carriers:
+            return None
+        first = carriers[0]
+        assert first.spec is not None and first.spec.topology_spec is not None
+        spec = first.spec.topology_spec
+        for other in carriers[1:]:
+            assert other.spec is not None and other.spec.topology_spec is not None
+            if not other.spec.topology_spec.same_rules(spec):
+                return (
+                    f"gang group [{gang.group_id}] is placed as one unit, but its gangs ask for "
+                    f"different placements in annotation {ANNOTATION_TOPOLOGY_SPEC}: {first.id} "
+                    f"({spec.describe()}) and {other.id} ({other.spec.topology_spec.describe()}); give "
+                    "every gang of the group the same spec, or put it on one gang only"
+                )
+        return first, spec
+
+    def _topology_spec(self, pod: Pod) -> tuple[Gang, NetworkTopologySpec] | None:
+        """The gather rules of the pod's gang group (None when it has none, or conflicting ones:
+        PreEnqueue refuses those)."""
+        gang = self.registry.gang(pod)
+        if gang is None:
+            return None
+        found = self._group_topology(gang)
+        return found if isinstance(found, tuple) else None
+
+    def _spec_conflict(self, pod: Pod) -> str | None:
+        gang = self.registry.gang(pod)
+        if gang is None:
+            return None
+        found = self._group_topology(gang)
+        if not isinstance(found, str):
+            return None
+        # the group carries it too (PodGroup status, the report), as for any other bad input
+        self.registry.messages[gang.group_id] = found
+        return found
 
     def _unknown_layers(self, pod: Pod) -> str | None:
         found = self._topology_spec(pod)
@@ -233,21 +309,95 @@ class Coscheduling(
         if found is None or self.topology.unavailable() is not None:
             return None
         tree = self.topology.tree(self.handle.snapshot)
-        return (tree, found[1]) if tree is not None else None
+        if tree is None:
+            return None
+        spec = found[1]
+        if isinstance(self._gather_domain(pod), GatherDomain):
+            spec = spec.without_multiples()
+        return tree, spec
+
+    def _placed_members(self, gang: Gang) -> dict[str, str]:
+        """pod key -> node of every member of the gang's group that holds a node: bound, binding,
+        or assumed and waiting at Permit (the cache knows these before the binding is seen), and
+        bound members that have finished (they ran in the domain the rest must share)."""
+        cache = self.handle.cache
+        placed: dict[str, str] = {}
+        for g in self.registry.group(gang):
+            if g is None:
+                continue
+            for key in g.children:
+                state = cache.pod_state(key)
+                if state is not None:
+                    placed[key] = state.node_name
+                    continue
+                member = self.registry.pods.get(key)
+                if member is not None and member.node_name:
+                    placed[key] = member.node_name
+        return placed
+
+    def _gather_domain(self, pod: Pod) -> GatherDomain | str | None:
+        """Where the pod must go because members of its group are placed already: the MustGather
+        domain holding them; a message when that domain cannot be told (or, for a once-satisfied
+        group, when no member is placed to tell it); None when nothing confines the pod (no
+        MustGather rule, no placed member yet, or no usable topology, where the group itself is
+        placed without one)."""
+        gang = self.registry.gang(pod)
+        if gang is None or not gang.initialized:
+            return None
+        found = self._topology_spec(pod)
+        if found is None or self.topology.unavailable() is not None:
+            return None
+        snap = self.handle.snapshot
+        tree = self.topology.tree(snap)
+        if tree is None:
+            return None
+        layer = found[1].must_gather_layer(tree.chain)
+        if layer is None:
+            return None
+        satisfied = self.registry.once_satisfied(gang)
+        # PreFilter asks once per member of a pass: a group's placed members are looked up once
+        # for as long as neither the cache nor the gangs change
+        key = (gang.group_id, layer, id(tree), snap.generation, self.registry.version, satisfied)
+        if self._domain_memo is not None and self._domain_memo[0] == key:
+            return self._domain_memo[1]
+        domain = placed_domain(tree, layer, self._placed_members(gang))
+        if domain is None and satisfied:
+            domain = (
+                f"no member is placed to tell which {layer} domain the rest of the once-satisfied group "
+                "must join"
+            )
+        if isinstance(domain, str):
+            domain = (
+                f"gang group [{gang.group_id}] must gather in one {layer} domain (MustGather), but {domain}"
+            )
+        self._domain_memo = (key, domain)
+        return domain
 
     def pre_filter(self, state: CycleState, pod: Pod) -> tuple[PreFilterResult | None, Status | None]:
         node = self._planned.get(pod.key)
-        if node is None:
+        if node is not None:
+            return PreFilterResult(frozenset((node,))), None
+        # not part of a planned pass: a member placed after its group stays in the group's domain
+        domain = self._gather_domain(pod)
+        if domain is None:
             return None, SKIP
-        return PreFilterResult(frozenset((node,))), None
+        if isinstance(domain, str):
+            return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (f"pod {pod.key}: {domain}",), NAME)
+        return PreFilterResult(domain.nodes), None
 
     def plan_batch(self, pod: Pod, members: list[Pod]) -> tuple[str, Diagnosis] | None:
         """Plan where every member goes when the group asks for topology-aware placement: the
         members' PreFilter then allows only their planned node. Returns why the group fits no
         domain (and the first member's diagnosis), or None (planned, or nothing to plan)."""
         self._planned.clear()
+        if not members:
+            return None
+        gang = self.registry.gang(pod)
+        conflict = self._group_topology(gang) if gang is not None else None
+        if isinstance(conflict, str):
+            return conflict, _refusal(conflict)
         found = self._topology_spec(pod)
-        if found is None or not members:
+        if found is None:
             return None
         gang, spec = found
         why = self.topology.unavailable()
@@ -258,13 +408,24 @@ class Coscheduling(
         snap = self.handle.snapshot
         tree = self.topology.tree(snap)
         assert tree is not None
+        domain = self._gather_domain(pod)
+        if isinstance(domain, str):
+            return domain, _refusal(domain)
+        if domain is not None:
+            spec = spec.without_multiples()
         profile = self.handle.profile
+        # with members placed already, the members' PreFilter confines the offers to their domain
         offers = offer_slots(profile, members, snap.live_rows(), self.same_job(pod))
         plan = plan_with_offers(profile, tree, spec, members, offers)
         if isinstance(plan, Placement):
             self._planned.update(plan.nodes)
             return None
         message = plan.message
+        if domain is not None:
+            message = (
+                f"members of the group already placed are in {domain.label}, where MustGather {domain.layer} "
+                f"keeps the rest of the group: {message}"
+            )
         if offers.diagnosis.pre_filter_msg or offers.diagnosis.reason_histogram():
             # some nodes cannot take even the first member: say why, as kube-scheduler would
             message += f"; {fit_error_message(snap.node_count, offers.diagnosis)}"

@@ -61,6 +61,9 @@ class GangRegistry:
         self._named_by: dict[str, set[str]] = {}
         # gangs backing off after a failure, until they are told their backoff ended
         self._backing_off: set[str] = set()
+        # changes with every event that changes a gang: what is computed from the gangs can be
+        # kept for as long as it stays the same
+        self.version = 0
 
     # ----------------------------------------------------------------------------- touched gangs
     def touch(self, gang_id: str) -> None:
@@ -114,6 +117,7 @@ class GangRegistry:
 
     # ----------------------------------------------------------------------------- events
     def on_pod(self, action: str, pod: Pod) -> None:
+        self.version += 1
         key = pod.key
         if action == "Delete":
             self._forget_pod(key)
@@ -175,10 +179,20 @@ class GangRegistry:
         gang.waiting.discard(key)
         gang.bound.discard(key)
         if gang.source == FROM_ANNOTATION and not gang.children:
-            self._set_spec(gang, None)
-            del self.gangs[gid]
+            self._drop(gang)
+
+    def _drop(self, gang: Gang) -> None:
+        """Forget a gang; with the last gang of its group goes the group's once-satisfied mark, as
+        a gang group's shared state goes with its last gang: a job created again under the same
+        names starts as a new group."""
+        group_id, group = gang.group_id, gang.group
+        self._set_spec(gang, None)
+        del self.gangs[gang.id]
+        if not any(gid in self.gangs for gid in group):
+            self.satisfied.discard(group_id)
 
     def on_podgroup(self, action: str, obj: Mapping[str, Any]) -> None:
+        self.version += 1
         pg = PodGroup.from_dict(obj)
         slot = (pg.api_group, pg.key)
         self._touched.add(pg.key)
@@ -186,11 +200,12 @@ class GangRegistry:
             self.pod_groups.pop(slot, None)
             gang = self.gangs.get(pg.key)
             if gang is not None and gang.source == pg.api_group:
-                self._set_spec(gang, None)
                 gang.error = None
                 gang.pod_group = None
-                if not gang.children:
-                    del self.gangs[pg.key]
+                if gang.children:
+                    self._set_spec(gang, None)
+                else:
+                    self._drop(gang)
             return
         self.pod_groups[slot] = pg
         gang = self.gangs.get(pg.key)
