@@ -50,6 +50,7 @@ from benchmarks.bench_cluster import (  # noqa: E402
     process_tree,
 )
 from koordpy.kubeapi import TRANSPORT_ERRORS, ApiError, KubeApi  # noqa: E402
+from tests.support.podfollow import follow_pods  # noqa: E402
 
 NAMESPACE = "soak"
 LEASE = "koordpy-soak"
@@ -112,7 +113,7 @@ class Tracker:
 
     def __init__(self, api: KubeApi, namespace: str) -> None:
         self.api = api
-        self.path = f"/api/v1/namespaces/{namespace}/pods"
+        self.namespace = namespace
         self.pods: dict[str, PodRecord] = {}
         self.bind_times: list[float] = []
         # pods seen as another object under the same name (never expected: names are unique)
@@ -154,41 +155,19 @@ class Tracker:
         if deleted:
             record.gone = True
 
+    def _restarted(self) -> None:
+        self.restarts += 1
+
     async def _run(self) -> None:
-        version = ""
-        while True:
-            try:
-                if not version:
-                    listing = await self.api.request("GET", self.path, timeout=120)
-                    for pod in listing.get("items") or ():
-                        self._note(pod)
-                    version = str((listing.get("metadata") or {}).get("resourceVersion") or "")
-                    self.listed.set()
-                query = [
-                    ("watch", "1"),
-                    ("resourceVersion", version),
-                    ("allowWatchBookmarks", "true"),
-                    ("timeoutSeconds", "600"),
-                ]
-                async for event in self.api.stream(self.path, query, 630.0):
-                    obj = event.get("object") or {}
-                    kind = event.get("type")
-                    if kind == "ERROR":
-                        if int(obj.get("code") or 0) == 410:
-                            version = ""
-                            break
-                        raise ApiError(int(obj.get("code") or 500), str(obj.get("reason")), "")
-                    version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
-                    if kind in ("ADDED", "MODIFIED", "DELETED"):
-                        self._note(obj, deleted=kind == "DELETED")
-            except ApiError as err:
-                self.restarts += 1
-                if err.status == 410:
-                    version = ""
-                await asyncio.sleep(0.5)
-            except TRANSPORT_ERRORS:
-                self.restarts += 1
-                await asyncio.sleep(0.5)
+        await follow_pods(
+            self.api,
+            self.namespace,
+            self._note,
+            self.listed,
+            watch_seconds=600,
+            pause=0.5,
+            on_restart=self._restarted,
+        )
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._run())

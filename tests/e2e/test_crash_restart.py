@@ -32,10 +32,11 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio import config as k8s_config
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from koordpy.kubeapi import TRANSPORT_ERRORS, ApiError, KubeApi
+from koordpy.kubeapi import KubeApi
 from tests.e2e.kwok import create_ready_nodes
 from tests.e2e.test_run import CONFIG_DOC, SCHEDULER_NAME
 from tests.support.controlplane import ControlPlane, free_port
+from tests.support.podfollow import follow_pods
 from tests.support.polling import eventually
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -238,7 +239,7 @@ class NodeNameWatch:
 
     def __init__(self, api: KubeApi, namespace: str) -> None:
         self.api = api
-        self.path = f"/api/v1/namespaces/{namespace}/pods"
+        self.namespace = namespace
         self.pods: dict[str, PodRecord] = {}
         self._task: asyncio.Task[None] | None = None
         self.listed = asyncio.Event()
@@ -254,7 +255,9 @@ class NodeNameWatch:
         with contextlib.suppress(asyncio.CancelledError):
             await self._task
 
-    def _note(self, pod: dict[str, Any]) -> None:
+    def _note(self, pod: dict[str, Any], deleted: bool = False) -> None:
+        if deleted:
+            return
         meta = pod.get("metadata") or {}
         record = self.pods.setdefault(str(meta.get("name")), PodRecord())
         uid = str(meta.get("uid") or "")
@@ -267,38 +270,7 @@ class NodeNameWatch:
             record.nodes.append(str(node))
 
     async def _run(self) -> None:
-        version = ""
-        while True:
-            try:
-                if not version:
-                    listing = await self.api.request("GET", self.path)
-                    for pod in listing.get("items") or ():
-                        self._note(pod)
-                    version = str((listing.get("metadata") or {}).get("resourceVersion") or "")
-                    self.listed.set()
-                query = [
-                    ("watch", "1"),
-                    ("resourceVersion", version),
-                    ("allowWatchBookmarks", "true"),
-                    ("timeoutSeconds", "300"),
-                ]
-                async for event in self.api.stream(self.path, query, 330.0):
-                    obj = event.get("object") or {}
-                    if event.get("type") == "ERROR":
-                        if int(obj.get("code") or 0) == 410:
-                            version = ""
-                            break
-                        raise ApiError(int(obj.get("code") or 500), str(obj.get("reason")), "")
-                    version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
-                    if event.get("type") in ("ADDED", "MODIFIED"):
-                        self._note(obj)
-            except ApiError as err:
-                if err.status == 410:
-                    version = ""
-                await asyncio.sleep(0.2)
-            except TRANSPORT_ERRORS:
-                # the apiserver is away (restarting): resume from where the watch stopped
-                await asyncio.sleep(0.2)
+        await follow_pods(self.api, self.namespace, self._note, self.listed)
 
     def bound_per_gang(self, gangs: dict[str, list[str]]) -> dict[str, int]:
         return {
