@@ -20,6 +20,7 @@ from koordpy.framework.nominator import Nominator
 from koordpy.framework.profile import Profile
 from koordpy.framework.waiting import WaitingPods
 from koordpy.plugins import registry
+from koordpy.simulate.memory import MemoryCluster
 
 
 def node_dict(
@@ -92,6 +93,14 @@ def make_node(name: str, **kw: Any) -> Node:
 
 def make_pod(name: str, **kw: Any) -> Pod:
     return Pod.from_dict(pod_dict(name, **kw))
+
+
+def settle(world: MemoryCluster) -> None:
+    """The scheduler works off everything it can now, without time passing."""
+    sched = world.scheduler
+    world.apply(sched.drain())
+    while sched.schedule_one():
+        world.apply(sched.drain())
 
 
 class Harness:

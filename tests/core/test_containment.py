@@ -16,7 +16,7 @@ from koordpy.framework.interfaces import FilterPlugin, FilterResult, Plugin, Row
 from koordpy.plugins import registry
 from koordpy.scheduler import Scheduler
 from koordpy.simulate.memory import MemoryCluster
-from tests.builders import make_node, pod_dict
+from tests.builders import make_node, pod_dict, settle
 
 TRIP = "example.com/trip"
 GANG_NAME = "gang.scheduling.koordinator.sh/name"
@@ -52,13 +52,6 @@ def new_world() -> MemoryCluster:
     for i in range(3):
         world.add_node(make_node(f"n{i}", cpu="4"))
     return world
-
-
-def settle(world: MemoryCluster) -> None:
-    sched = world.scheduler
-    world.apply(sched.drain())
-    while sched.schedule_one():
-        world.apply(sched.drain())
 
 
 def pod(name: str, trip: bool = False, gang: str = "", min_available: int = 0) -> dict[str, Any]:

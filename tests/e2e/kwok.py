@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Mapping
 
 from kubernetes_asyncio import client
+from kubernetes_asyncio import config as k8s_config
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from tests.support.controlplane import KWOK_NODE_ANNOTATION, KWOK_NODE_ANNOTATION_VALUE
 from tests.support.polling import eventually
@@ -36,3 +40,24 @@ async def create_ready_nodes(
         return True
 
     await eventually(all_ready, timeout=60, what="KWOK nodes to become Ready")
+
+
+@contextlib.asynccontextmanager
+async def labelled_nodes(
+    kubeconfig: str, prefix: str, count: int, label_key: str, resources: Mapping[str, str]
+) -> AsyncIterator[tuple[str, list[str]]]:
+    """`count` Ready KWOK nodes named `<prefix>-<label>-<i>`, all with `label_key: <label>` (a value
+    of their own, so a module's pods go only to its nodes); yields (label, names) and deletes them."""
+    configuration = client.Configuration()
+    await k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+    label = uuid.uuid4().hex[:8]
+    names = [f"{prefix}-{label}-{i}" for i in range(count)]
+    async with client.ApiClient(configuration=configuration) as api:
+        core = client.CoreV1Api(api)
+        try:
+            await create_ready_nodes(core, {name: {label_key: label} for name in names}, resources)
+            yield label, names
+        finally:
+            for name in names:
+                with contextlib.suppress(ApiException):
+                    await core.delete_node(name)

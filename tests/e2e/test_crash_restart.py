@@ -29,11 +29,9 @@ import aiohttp
 import pytest
 import yaml
 from kubernetes_asyncio import client
-from kubernetes_asyncio import config as k8s_config
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from koordpy.kubeapi import KubeApi
-from tests.e2e.kwok import create_ready_nodes
+from tests.e2e.kwok import labelled_nodes
 from tests.e2e.test_run import CONFIG_DOC, SCHEDULER_NAME
 from tests.support.controlplane import ControlPlane, free_port
 from tests.support.podfollow import follow_pods
@@ -88,19 +86,9 @@ def _name(prefix: str) -> str:
 @pytest.fixture(scope="module")
 async def crash_nodes(control_plane: ControlPlane) -> AsyncIterator[str]:
     """KWOK nodes with a label unique to this module; yields the label's value."""
-    configuration = client.Configuration()
-    await k8s_config.load_kube_config(
-        config_file=str(control_plane.kubeconfig), client_configuration=configuration
-    )
-    label = uuid.uuid4().hex[:8]
-    names = [f"crash-node-{label}-{i}" for i in range(NODE_COUNT)]
-    async with client.ApiClient(configuration=configuration) as api:
-        core = client.CoreV1Api(api)
-        await create_ready_nodes(core, {name: {NODE_LABEL: label} for name in names}, NODE_RESOURCES)
+    kubeconfig = str(control_plane.kubeconfig)
+    async with labelled_nodes(kubeconfig, "crash-node", NODE_COUNT, NODE_LABEL, NODE_RESOURCES) as (label, _):
         yield label
-        for name in names:
-            with contextlib.suppress(ApiException):
-                await core.delete_node(name)
 
 
 # ---------------------------------------------------------------------------------------------- koordpy

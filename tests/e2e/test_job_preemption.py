@@ -25,11 +25,10 @@ from typing import Any, cast
 
 import pytest
 from kubernetes_asyncio import client
-from kubernetes_asyncio import config as k8s_config
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from koordpy.cluster.world import KubeWorld
-from tests.e2e.kwok import create_ready_nodes
+from tests.e2e.kwok import labelled_nodes
 from tests.e2e.test_gangs import create_podgroup
 from tests.e2e.test_run import NODE_LABEL, SCHEDULER_NAME, PodWatch, events_of, running_world, settle
 from tests.support.controlplane import ControlPlane
@@ -51,20 +50,12 @@ class Nodes:
 @pytest.fixture(scope="module")
 async def nodes(control_plane: ControlPlane) -> AsyncIterator[Nodes]:
     """Three 4-cpu KWOK nodes with a NODE_LABEL value of this module's own."""
-    configuration = client.Configuration()
-    await k8s_config.load_kube_config(
-        config_file=str(control_plane.kubeconfig), client_configuration=configuration
-    )
-    label = uuid.uuid4().hex[:8]
-    names = [f"jp-node-{label}-{i}" for i in range(3)]
-    async with client.ApiClient(configuration=configuration) as api:
-        core = client.CoreV1Api(api)
-        resources = {"cpu": NODE_CPU, "memory": "32Gi", "pods": "110"}
-        await create_ready_nodes(core, {name: {NODE_LABEL: label} for name in names}, resources)
+    resources = {"cpu": NODE_CPU, "memory": "32Gi", "pods": "110"}
+    async with labelled_nodes(str(control_plane.kubeconfig), "jp-node", 3, NODE_LABEL, resources) as (
+        label,
+        names,
+    ):
         yield Nodes(label, names)
-        for name in names:
-            with contextlib.suppress(ApiException):
-                await core.delete_node(name)
 
 
 @pytest.fixture

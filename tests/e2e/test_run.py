@@ -25,7 +25,6 @@ import aiohttp
 import pytest
 import yaml
 from kubernetes_asyncio import client
-from kubernetes_asyncio import config as k8s_config
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from koordpy.cluster.http import HealthServer
@@ -38,7 +37,7 @@ from koordpy.kubeapi.informer import PODS
 from koordpy.metrics import SchedulerMetrics
 from koordpy.plugins import registry
 from koordpy.scheduler import Scheduler
-from tests.e2e.kwok import create_ready_nodes
+from tests.e2e.kwok import labelled_nodes
 from tests.support.controlplane import (
     ControlPlane,
     free_port,
@@ -94,20 +93,14 @@ def pod_manifest(
 @pytest.fixture(scope="module")
 async def nodes(control_plane: ControlPlane) -> AsyncIterator[str]:
     """Three KWOK nodes with a label unique to this module; yields the label's value."""
-    configuration = client.Configuration()
-    await k8s_config.load_kube_config(
-        config_file=str(control_plane.kubeconfig), client_configuration=configuration
-    )
-    label = uuid.uuid4().hex[:8]
-    names = [f"run-node-{label}-{i}" for i in range(NODE_COUNT)]
-    async with client.ApiClient(configuration=configuration) as api:
-        core = client.CoreV1Api(api)
-        resources = {"cpu": "8", "memory": "32Gi", "pods": "110"}
-        await create_ready_nodes(core, {name: {NODE_LABEL: label} for name in names}, resources)
+    resources = {"cpu": "8", "memory": "32Gi", "pods": "110"}
+    async with labelled_nodes(
+        str(control_plane.kubeconfig), "run-node", NODE_COUNT, NODE_LABEL, resources
+    ) as (
+        label,
+        _,
+    ):
         yield label
-        for name in names:
-            with contextlib.suppress(ApiException):
-                await core.delete_node(name)
 
 
 @contextlib.asynccontextmanager

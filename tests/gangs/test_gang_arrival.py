@@ -15,7 +15,7 @@ from koordpy.framework.effects import PodUnschedulable
 from koordpy.plugins import registry
 from koordpy.scheduler import Scheduler
 from koordpy.simulate.memory import MemoryCluster
-from tests.builders import make_node, pod_dict
+from tests.builders import make_node, pod_dict, settle
 
 X_K8S_LABEL = "scheduling.x-k8s.io/pod-group"
 SIGS_LABEL = "pod-group.scheduling.sigs.k8s.io"
@@ -30,14 +30,6 @@ def new_world() -> MemoryCluster:
     for i in range(4):
         world.add_node(make_node(f"n{i}", cpu="4"))
     return world
-
-
-def settle(world: MemoryCluster) -> None:
-    """The scheduler works off everything it can now, without time passing."""
-    sched = world.scheduler
-    world.apply(sched.drain())
-    while sched.schedule_one():
-        world.apply(sched.drain())
 
 
 def podgroup(

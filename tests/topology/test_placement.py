@@ -19,7 +19,6 @@ from typing import Any
 
 import pytest
 
-from koordpy.api.errors import SpecError
 from koordpy.api.node import Node
 from koordpy.api.pod import Pod
 from koordpy.plugins.coscheduling.gang import member_order_key
@@ -146,82 +145,6 @@ def test_pod_count_multiple_of_one_or_less_is_no_constraint(multiple: int | None
     parsed = parse_network_topology_spec(json.dumps({"gatherStrategy": [entry]}), WHERE)
     assert parsed.rules == (GatherRule(BLOCK, PREFER_GATHER, expected),)
     assert parsed.multiples() == ({BLOCK: expected} if expected > 1 else {})
-
-
-@pytest.mark.parametrize(
-    ("raw", "fragments"),
-    [
-        pytest.param('{"gatherStrategy": [', ("not valid JSON",), id="invalid-json"),
-        pytest.param("", ("not valid JSON",), id="empty-text"),
-        pytest.param('[{"layer": "BlockLayer"}]', ("JSON object",), id="not-an-object"),
-        pytest.param('"BlockLayer"', ("JSON object",), id="a-bare-string"),
-        pytest.param(
-            '{"gatherStrategy": {"layer": "BlockLayer"}}', ("gatherStrategy", "list"), id="not-a-list"
-        ),
-        pytest.param('{"gatherStrategy": ["BlockLayer"]}', ("gatherStrategy[0]",), id="entry-not-an-object"),
-        pytest.param(
-            '{"gatherStrategy": [{"layer": "BlockLayer", "strategy": "MaybeGather"}]}',
-            ("gatherStrategy[0].strategy", "MaybeGather", "MustGather", "PreferGather"),
-            id="unknown-strategy",
-        ),
-        pytest.param(
-            '{"gatherStrategy": [{"layer": "BlockLayer"}]}',
-            ("gatherStrategy[0].strategy", "None"),
-            id="missing-strategy",
-        ),
-        pytest.param(
-            '{"gatherStrategy": [{"strategy": "MustGather"}]}',
-            ("gatherStrategy[0].layer", "required"),
-            id="missing-layer",
-        ),
-        pytest.param(
-            '{"gatherStrategy": [{"layer": "", "strategy": "MustGather"}]}',
-            ("gatherStrategy[0].layer",),
-            id="empty-layer",
-        ),
-        pytest.param(
-            '{"gatherStrategy": [{"layer": "BlockLayer", "strategy": "MustGather",'
-            ' "podCountMultiple": "2"}]}',
-            ("gatherStrategy[0].podCountMultiple", "'2'", "integer"),
-            id="multiple-as-string",
-        ),
-        pytest.param(
-            '{"gatherStrategy": [{"layer": "BlockLayer", "strategy": "MustGather",'
-            ' "podCountMultiple": 2.5}]}',
-            ("gatherStrategy[0].podCountMultiple", "2.5", "integer"),
-            id="multiple-as-fraction",
-        ),
-        pytest.param(
-            '{"gatherStrategy": [{"layer": "BlockLayer", "strategy": "MustGather",'
-            ' "podCountMultiple": true}]}',
-            ("gatherStrategy[0].podCountMultiple", "True", "integer"),
-            id="multiple-as-boolean",
-        ),
-        pytest.param(
-            '{"gatherStrategy": [{"layer": "BlockLayer", "strategy": "MustGather", "podCountMultiple": -2}]}',
-            ("gatherStrategy[0].podCountMultiple", "-2", "negative"),
-            id="negative-multiple",
-        ),
-        pytest.param(
-            '{"gatherStrategy": [{"layer": "BlockLayer", "strategy": "MustGather"},'
-            ' {"layer": "BlockLayer", "strategy": "PreferGather"}]}',
-            ("gatherStrategy[1].layer", "'BlockLayer'", "twice"),
-            id="duplicate-layer",
-        ),
-        pytest.param(
-            '{"gatherStrategy": [], "parallelModel": "TP"}',
-            ("parallelModel",),
-            id="unknown-field",
-        ),
-    ],
-)
-def test_bad_spec_is_a_spec_error_naming_the_problem(raw: str, fragments: tuple[str, ...]) -> None:
-    with pytest.raises(SpecError) as caught:
-        parse_network_topology_spec(raw, WHERE)
-    text = str(caught.value)
-    assert text.startswith(WHERE), text
-    for fragment in fragments:
-        assert fragment in text, text
 
 
 # --------------------------------------------------------------------------------------------------- layers

@@ -324,6 +324,69 @@ def test_any_object_at_all_is_parsed_or_refused_with_a_field(obj: Any) -> None:
             ("unknown field(s)", "and 995 more"),
             id="many-unknown-fields",
         ),
+        # shapes a person writes by mistake
+        pytest.param('{"gatherStrategy": [', ("not valid JSON",), id="invalid-json"),
+        pytest.param("", ("not valid JSON",), id="empty-text"),
+        pytest.param('[{"layer": "BlockLayer"}]', ("JSON object",), id="not-an-object"),
+        pytest.param('"BlockLayer"', ("JSON object",), id="a-bare-string"),
+        pytest.param(
+            '{"gatherStrategy": {"layer": "BlockLayer"}}', ("gatherStrategy", "list"), id="not-a-list"
+        ),
+        pytest.param('{"gatherStrategy": ["BlockLayer"]}', ("gatherStrategy[0]",), id="entry-not-an-object"),
+        pytest.param(
+            '{"gatherStrategy": [{"layer": "BlockLayer", "strategy": "MaybeGather"}]}',
+            ("gatherStrategy[0].strategy", "MaybeGather", "MustGather", "PreferGather"),
+            id="unknown-strategy",
+        ),
+        pytest.param(
+            '{"gatherStrategy": [{"layer": "BlockLayer"}]}',
+            ("gatherStrategy[0].strategy", "None"),
+            id="missing-strategy",
+        ),
+        pytest.param(
+            '{"gatherStrategy": [{"strategy": "MustGather"}]}',
+            ("gatherStrategy[0].layer", "required"),
+            id="missing-layer",
+        ),
+        pytest.param(
+            '{"gatherStrategy": [{"layer": "", "strategy": "MustGather"}]}',
+            ("gatherStrategy[0].layer",),
+            id="empty-layer",
+        ),
+        pytest.param(
+            '{"gatherStrategy": [{"layer": "BlockLayer", "strategy": "MustGather",'
+            ' "podCountMultiple": "2"}]}',
+            ("gatherStrategy[0].podCountMultiple", "'2'", "integer"),
+            id="multiple-as-string",
+        ),
+        pytest.param(
+            '{"gatherStrategy": [{"layer": "BlockLayer", "strategy": "MustGather",'
+            ' "podCountMultiple": 2.5}]}',
+            ("gatherStrategy[0].podCountMultiple", "2.5", "integer"),
+            id="multiple-as-fraction",
+        ),
+        pytest.param(
+            '{"gatherStrategy": [{"layer": "BlockLayer", "strategy": "MustGather",'
+            ' "podCountMultiple": true}]}',
+            ("gatherStrategy[0].podCountMultiple", "True", "integer"),
+            id="multiple-as-boolean",
+        ),
+        pytest.param(
+            '{"gatherStrategy": [{"layer": "BlockLayer", "strategy": "MustGather", "podCountMultiple": -2}]}',
+            ("gatherStrategy[0].podCountMultiple", "-2", "negative"),
+            id="negative-multiple",
+        ),
+        pytest.param(
+            '{"gatherStrategy": [{"layer": "BlockLayer", "strategy": "MustGather"},'
+            ' {"layer": "BlockLayer", "strategy": "PreferGather"}]}',
+            ("gatherStrategy[1].layer", "'BlockLayer'", "twice"),
+            id="duplicate-layer",
+        ),
+        pytest.param(
+            '{"gatherStrategy": [], "parallelModel": "TP"}',
+            ("parallelModel",),
+            id="unknown-field",
+        ),
     ],
 )
 def test_malformed_annotation_is_a_spec_error_naming_the_field(raw: str, fragments: tuple[str, ...]) -> None:
