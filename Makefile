@@ -8,10 +8,12 @@ export KOORDPY_CACHE_DIR ?= $(HOME)/.cache/koordpy
 .PHONY: install demo test lint unit e2e controlplane bench fuzz clean
 
 $(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+	@echo "koordpy: creating $(VENV) and installing koordpy with its dependencies and development tools (a minute or two the first time)"
+	@$(PYTHON) -m venv $(VENV)
+	@$(BIN)/pip install --quiet --upgrade pip
+	@# setuptools announces every editable install of a flat layout in a boxed banner; nothing to act on
+	@PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
 
 install: $(STAMP)
 

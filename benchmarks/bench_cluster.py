@@ -285,10 +285,16 @@ class SchedulerProcess:
                 "run",
                 "--kubeconfig",
                 kc,
-                "--no-leader-elect",
+                "--leader-elect=false",
+                # the client-side limit kube-scheduler gets below, in its clientConnection
+                f"--kube-api-qps={CLIENT_QPS}",
+                f"--kube-api-burst={CLIENT_BURST}",
                 "--bind-address",
                 "127.0.0.1",
-                "--metrics-port",
+                # /metrics over plain HTTP, without a token
+                "--secure-port",
+                "0",
+                "--insecure-port",
                 str(self.port),
                 *(["--no-operators"] if self.kind == "koordpy-no-operators" else []),
             ]
@@ -432,11 +438,11 @@ class SchedulerProcess:
             lines = self.log_path.read_text(errors="replace").splitlines()
         except OSError:
             return "no log"
-        if self.kind.startswith("koordpy") or self.kind == "raw-python":
+        if self.kind == "raw-python":
             errors = sum(1 for x in lines if " ERROR " in x or " CRITICAL " in x or x.startswith("Traceback"))
             warnings = sum(1 for x in lines if " WARNING " in x)
         else:
-            # klog (kube-scheduler, client-go in the Go binder): a line's first letter is its
+            # klog (kube-scheduler, koordpy, client-go in the Go binder): a line's first letter is its
             # severity; without leader election kube-scheduler ends on SIGTERM with this "error"
             errors = sum(
                 1 for x in lines if re.match(r"[EF]\d{4} ", x) and "finished without leader elect" not in x

@@ -219,7 +219,10 @@ class Instance(SchedulerProcess):
             self.identity,
             "--bind-address",
             "127.0.0.1",
-            "--metrics-port",
+            # /metrics over plain HTTP, without a token
+            "--secure-port",
+            "0",
+            "--insecure-port",
             str(self.port),
         ]
 

@@ -6,26 +6,47 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from koordpy import __version__
 from koordpy.config.errors import ConfigError
-from koordpy.config.models import SchedulerConfiguration, default_configuration, load_configuration
+from koordpy.config.known_plugins import ALLOW_UNSUPPORTED_FLAG
+
+if TYPE_CHECKING:
+    from koordpy.config.models import SchedulerConfiguration
+    from koordpy.framework.profile import CheckedConfiguration
 
 EXIT_FAILURE = 1
 EXIT_INVALID_INPUT = 2
 
 
-def _load_config(path: str | None) -> SchedulerConfiguration:
-    return load_configuration(path) if path else default_configuration()
-
-
-def _validate(config: SchedulerConfiguration) -> None:
-    """Every profile and every plugin's args, checked before anything runs or connects."""
-    from koordpy.framework.profile import validate_configuration
+def _load_config(path: str | None, allow_unsupported_plugins: bool) -> CheckedConfiguration:
+    """The configuration koordpy runs, every problem of the file raised at once in one
+    ConfigError before anything runs or connects."""
+    from koordpy.config.models import load_document, read_configuration
+    from koordpy.framework.profile import check_configuration
     from koordpy.plugins import registry
 
-    validate_configuration(config, registry())
+    reading = read_configuration(load_document(path) if path else None, path or "")
+    return check_configuration(reading, registry(), allow_unsupported_plugins)
+
+
+def _config_error(err: ConfigError, path: str | None) -> int:
+    # each problem on a line of its own, so that one run shows everything there is to fix
+    print(
+        f"koordpy: invalid configuration: {err.render(err.source or path or 'configuration')}",
+        file=sys.stderr,
+    )
+    return EXIT_INVALID_INPUT
+
+
+def _add_allow_unsupported(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        ALLOW_UNSUPPORTED_FLAG,
+        action="store_true",
+        help="start without the plugins of koord-scheduler, scheduler-plugins or kube-scheduler that "
+        "koordpy does not support (and their pluginConfig), with one warning naming them",
+    )
 
 
 def _internal_error(err: BaseException) -> int:
@@ -46,7 +67,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from koordpy.simulate.documents import check_yaml_file
     from koordpy.simulate.loader import MAX_OBJECTS, ScenarioError, load_scenario
     from koordpy.simulate.report import render_json, render_table, render_yaml
-    from koordpy.simulate.runner import simulate
+    from koordpy.simulate.runner import ProgressLine, simulate
 
     max_objects = MAX_OBJECTS if args.max_objects is None else args.max_objects
     # a run that could never end (nan, inf) or makes no sense (negative) is refused up front
@@ -66,32 +87,41 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         if args.config:
             # the configuration's reader composes and walks what it reads: bounded like the input
             check_yaml_file(args.config)
-        config = _load_config(args.config)
-        _validate(config)
+        checked = _load_config(args.config, args.allow_unsupported_plugins)
     except ScenarioError as err:
         print(f"koordpy: invalid configuration: {err}", file=sys.stderr)
         return EXIT_INVALID_INPUT
     except ConfigError as err:
-        source = err.source or args.config or "configuration"
-        print(
-            f"koordpy: invalid configuration: {source}: {err.path + ': ' if err.path else ''}{err.message}",
-            file=sys.stderr,
-        )
-        return EXIT_INVALID_INPUT
+        return _config_error(err, args.config)
     except Exception as err:
         return _internal_error(err)
+    config = checked.config
+    for warning in checked.notices.warnings():
+        print(f"koordpy: warning: {warning}", file=sys.stderr)
+    # a terminal that waits more than a couple of seconds is told how far the run is
+    with ProgressLine(sys.stderr) as progress:
+        progress.stage("reading the input")
+        try:
+            scenario = load_scenario(args.paths, stdin=sys.stdin, max_objects=max_objects)
+        except ScenarioError as err:
+            progress.close()
+            print(f"koordpy: invalid input: {err}", file=sys.stderr)
+            return EXIT_INVALID_INPUT
+        except MemoryError:
+            progress.close()
+            print("koordpy: invalid input: the scenario does not fit in memory", file=sys.stderr)
+            return EXIT_INVALID_INPUT
+        except Exception as err:
+            progress.close()
+            return _internal_error(err)
+        try:
+            report = simulate(
+                scenario, config, max_virtual_seconds=args.max_virtual_seconds, progress=progress
+            )
+        except Exception as err:
+            progress.close()
+            return _internal_error(err)
     try:
-        scenario = load_scenario(args.paths, stdin=sys.stdin, max_objects=max_objects)
-    except ScenarioError as err:
-        print(f"koordpy: invalid input: {err}", file=sys.stderr)
-        return EXIT_INVALID_INPUT
-    except MemoryError:
-        print("koordpy: invalid input: the scenario does not fit in memory", file=sys.stderr)
-        return EXIT_INVALID_INPUT
-    except Exception as err:
-        return _internal_error(err)
-    try:
-        report = simulate(scenario, config, max_virtual_seconds=args.max_virtual_seconds)
         if args.output == "json":
             text = render_json(report)
         elif args.output == "yaml":
@@ -121,6 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim = sub.add_parser("simulate", help="run the scheduler over manifests on a virtual clock")
     sim.add_argument("paths", nargs="+", metavar="PATH", help="YAML file, directory, or - for stdin")
     sim.add_argument("--config", help="scheduler configuration (KubeSchedulerConfiguration)")
+    _add_allow_unsupported(sim)
     sim.add_argument("--output", "-o", choices=("table", "json", "yaml"), default="table")
     sim.add_argument("--max-virtual-seconds", type=float, default=3600.0)
     sim.add_argument(
@@ -143,114 +174,124 @@ def build_parser() -> argparse.ArgumentParser:
 _EXTRA_COMMANDS: list[Callable[[Any], None]] = []
 
 
-_GO_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+def _load_run_config(path: str | None, allow_unsupported_plugins: bool) -> CheckedConfiguration:
+    """The file's configuration; without one, kube-scheduler's v1 defaults serving koordpy's own
+    profile alone (`default-scheduler` is the cluster's kube-scheduler's)."""
+    from koordpy.cluster.flags import RUN_PROFILE
+    from koordpy.config.models import read_configuration
+    from koordpy.framework.profile import check_configuration
+    from koordpy.plugins import registry
+    from koordpy.simulate.documents import check_yaml_file
 
-
-def parse_go_duration(text: str, path: str) -> float:
-    """Seconds in a Go duration string such as `15s`, `1m30s` or `500ms` (the configuration's
-    leaderElection section is written in them)."""
-    import re
-
-    parts = re.findall(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)", text)
-    if not text or "".join(n + u for n, u in parts) != text:
-        raise ConfigError(path, f"not a duration: {text!r} (write e.g. 15s, 1m30s, 500ms)")
-    return sum(float(n) * _GO_DURATION_UNITS[u] for n, u in parts)
+    if path:
+        # the reader composes and walks the file: held to the bounds every YAML input is
+        check_yaml_file(path)
+        return _load_config(path, allow_unsupported_plugins)
+    reading = read_configuration({"profiles": [{"schedulerName": RUN_PROFILE}]})
+    return check_configuration(reading, registry(), allow_unsupported_plugins)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    import logging
+    from koordpy import logs
+    from koordpy.cluster import flags
+    from koordpy.simulate.loader import ScenarioError
 
+    if args.version is not None:
+        print(f"koordpy {__version__}")
+        return 0
+    # as pflag does, before anything else is read
+    for line in flags.deprecation_warnings(args):
+        print(line, file=sys.stderr)
     try:
-        config = _load_config(args.config)
-        _validate(config)
-        election = config.leaderElection
-        lease_duration = args.lease_duration or parse_go_duration(
-            election.leaseDuration, "leaderElection.leaseDuration"
-        )
-        renew_deadline = args.renew_deadline or parse_go_duration(
-            election.renewDeadline, "leaderElection.renewDeadline"
-        )
-        retry_period = args.retry_period or parse_go_duration(
-            election.retryPeriod, "leaderElection.retryPeriod"
-        )
+        checked = _load_run_config(args.config, args.allow_unsupported_plugins)
+        resolved = flags.resolve(args, checked.config, from_file=bool(args.config))
+    except ScenarioError as err:
+        print(f"koordpy: invalid configuration: {err}", file=sys.stderr)
+        return EXIT_INVALID_INPUT
     except ConfigError as err:
-        source = err.source or args.config or "configuration"
-        print(
-            f"koordpy: invalid configuration: {source}: {err.path + ': ' if err.path else ''}{err.message}",
-            file=sys.stderr,
-        )
+        return _config_error(err, args.config)
+    except flags.FlagError as err:
+        print(f"koordpy: invalid flag: {err}", file=sys.stderr)
         return EXIT_INVALID_INPUT
-    leader_elect = election.leaderElect if args.leader_elect is None else args.leader_elect
-    if leader_elect and not lease_duration > renew_deadline > 1.2 * retry_period > 0:
-        print(
-            "koordpy: invalid leader election timing: need lease duration > renew deadline > "
-            f"1.2 x retry period > 0 (got {lease_duration}s, {renew_deadline}s, {retry_period}s)",
-            file=sys.stderr,
-        )
-        return EXIT_INVALID_INPUT
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    except Exception as err:
+        return _internal_error(err)
+    settings = flags.log_settings(args)
+    logs.configure(settings.verbosity, settings.format, min_level=settings.min_level)
+    log = logs.get("koordpy.config")
+    for warning in [*checked.notices.warnings(), *resolved.warnings]:
+        log.warning(warning)
+    for info in checked.notices.info():
+        log.info(info)
+    if args.write_config_to or logs.enabled(2):
+        text = _config_yaml(flags.effective_document(resolved.config))
+        if v2 := log.v(2):
+            v2.info("Using component config", config=text)
+        if args.write_config_to:
+            try:
+                with open(args.write_config_to, "w") as out:
+                    out.write(text)
+            except OSError as err:
+                print(
+                    f"koordpy: cannot write the configuration to {args.write_config_to}: {err.strerror}",
+                    file=sys.stderr,
+                )
+                return EXIT_FAILURE
+            log.info("Wrote configuration", file=args.write_config_to)
+            return 0
+    return _serve(args, resolved.config)
 
-    from koordpy.cluster.app import RunOptions, default_identity, run
 
-    options = RunOptions(
-        config=config,
-        kubeconfig=args.kubeconfig,
-        context=args.context,
-        leader_elect=leader_elect,
-        lease_name=args.lease_name or election.resourceName,
-        lease_namespace=args.lease_namespace or election.resourceNamespace,
-        lease_duration=lease_duration,
-        renew_deadline=renew_deadline,
-        retry_period=retry_period,
-        bind_address=args.bind_address,
-        metrics_port=args.metrics_port,
-        shutdown_timeout=args.shutdown_timeout,
-        identity=args.identity or default_identity(),
-        operators=args.operators,
-    )
-    import uvloop
+def _config_yaml(document: Any) -> str:
+    import yaml
 
-    # the cluster world is bound by the event loop's cost per request: uvloop's is a fraction of
-    # asyncio's own
-    return uvloop.run(run(options))
+    return str(yaml.safe_dump(document, sort_keys=False))
+
+
+def _serve(args: argparse.Namespace, config: SchedulerConfiguration) -> int:
+    try:
+        import uvloop
+
+        from koordpy.cluster.app import StartupError, run
+        from koordpy.cluster.flags import run_options
+    except Exception as err:
+        return _internal_error(err)
+    try:
+        options = run_options(args, config)
+        # the cluster world is bound by the event loop's cost per request: uvloop's is a fraction
+        # of asyncio's own
+        return int(uvloop.run(run(options)))
+    except StartupError as err:
+        print(f"koordpy: {err}", file=sys.stderr)
+        return err.code
+    except KeyboardInterrupt:
+        return 0
+    except Exception as err:
+        return _internal_error(err)
+
+
+def _one_line_errors(parser: argparse.ArgumentParser) -> None:
+    """A flag kube-scheduler would refuse stops start-up with one line and exit status 2."""
+
+    def error(message: str) -> NoReturn:
+        parser.exit(EXIT_INVALID_INPUT, f"koordpy: invalid flag: {message} (see koordpy run --help)\n")
+
+    setattr(parser, "error", error)  # noqa: B010 - an instance's own error(), not the class's
 
 
 def _add_run_command(sub: Any) -> None:
-    run = sub.add_parser("run", help="schedule the pods of a Kubernetes cluster")
-    run.add_argument(
-        "--kubeconfig", help="kubeconfig file (default: in-cluster, then $KUBECONFIG or ~/.kube/config)"
+    from koordpy.cluster.flags import add_run_flags
+
+    run = sub.add_parser(
+        "run",
+        help="schedule the pods of a Kubernetes cluster",
+        description="Flags are kube-scheduler's (--config, --kubeconfig, --leader-elect*, --secure-port, "
+        "-v, ...); the older koordpy names still work, with a deprecation warning.",
+        # pflag takes no abbreviations: --lease would not mean --leader-elect-lease-duration
+        allow_abbrev=False,
     )
-    run.add_argument("--context", help="kubeconfig context to use")
-    run.add_argument("--config", help="scheduler configuration (KubeSchedulerConfiguration)")
-    run.add_argument(
-        "--leader-elect",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="run only while holding the Lease (default: the configuration's leaderElection)",
-    )
-    run.add_argument("--lease-name", help="name of the Lease (default koordpy)")
-    run.add_argument("--lease-namespace", help="namespace of the Lease (default kube-system)")
-    run.add_argument("--lease-duration", type=float, help="seconds a standby waits before taking over (15)")
-    run.add_argument("--renew-deadline", type=float, help="seconds the leader keeps trying to renew (10)")
-    run.add_argument("--retry-period", type=float, help="seconds between lease attempts (2)")
-    run.add_argument("--identity", help="leader-election holder identity (default <hostname>_<uuid>)")
-    run.add_argument("--bind-address", default="0.0.0.0", help="address of /metrics, /healthz, /readyz")
-    run.add_argument("--metrics-port", type=int, default=10259, help="port of /metrics, /healthz, /readyz")
-    run.add_argument(
-        "--shutdown-timeout",
-        type=float,
-        default=15.0,
-        help="seconds to wait for bindings in flight on SIGTERM",
-    )
-    run.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
-    run.add_argument(
-        "--operators",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="run the PodGroup and ClusterNetworkTopology status operators in this process",
-    )
+    add_run_flags(run)
+    _add_allow_unsupported(run)
+    _one_line_errors(run)
     run.set_defaults(func=cmd_run)
 
 
@@ -258,13 +299,14 @@ _EXTRA_COMMANDS.append(_add_run_command)
 
 
 def cmd_operators(args: argparse.Namespace) -> int:
-    import logging
-
+    from koordpy import logs
+    from koordpy.cluster import flags
     from operators import main as run_operators
 
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    for line in flags.deprecation_warnings(args):
+        print(line, file=sys.stderr)
+    settings = flags.log_settings(args)
+    logs.configure(settings.verbosity, settings.format, min_level=settings.min_level)
     return run_operators(args.kubeconfig, args.context)
 
 
@@ -274,7 +316,9 @@ def _add_operators_command(sub: Any) -> None:
         "--kubeconfig", help="kubeconfig file (default: in-cluster, then $KUBECONFIG or ~/.kube/config)"
     )
     ops.add_argument("--context", help="kubeconfig context to use")
-    ops.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    ops.add_argument("-v", "--v", dest="v", type=int, metavar="LEVEL", help="log verbosity (0)")
+    ops.add_argument("--logging-format", choices=("text", "json"), help="text (klog's, default) or json")
+    ops.add_argument("--log-level", choices=("debug", "info", "warning", "error"), help=argparse.SUPPRESS)
     ops.set_defaults(func=cmd_operators)
 
 
@@ -283,7 +327,15 @@ _EXTRA_COMMANDS.append(_add_operators_command)
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        if args.command == "run":
+            print(
+                f"koordpy: invalid flag: unknown flag {extras[0]} (see koordpy run --help)",
+                file=sys.stderr,
+            )
+            return EXIT_INVALID_INPUT
+        parser.error(f"unrecognized arguments: {' '.join(extras)}")
     try:
         return int(args.func(args))
     except BrokenPipeError:

@@ -217,6 +217,7 @@ async def run_operators(
     facts: ClusterFacts | None = None,
     shutdown_timeout: float = 10.0,
     signal_handler: Callable[[], object] | None = None,
+    master: str | None = None,
 ) -> None:
     """Run the operators on the running event loop until `stop` is set.
 
@@ -232,7 +233,7 @@ async def run_operators(
     ClusterNetworkTopology) and the facts have synced. Returns after kopf, the informers and the
     status workers have stopped; raises when they stop by themselves (a failed login, say). Never
     leaves signal handlers of its own and never cancels tasks it did not start."""
-    configuration = await load_configuration(kubeconfig, context)
+    configuration = await load_configuration(kubeconfig, context, master)
     _quiet_event_handler_logs()
     registry = kopf.OperatorRegistry()
     register(registry)

@@ -6,13 +6,22 @@ takes one step of `koordpy.status.podgroup.next_status` from the status of the l
 write of one step is itself a change, so the phases are walked one write at a time until the
 status stops moving. A write carries the resourceVersion it was computed from, so a step taken from
 an object that has moved on meanwhile is refused by the apiserver and taken again from the newer
-one. Finished and Failed groups are left alone.
+one. Finished and Failed groups are left alone. The status goes to the status subresource, or,
+where the group's CRD serves none (Koordinator's own `scheduling.sigs.k8s.io` CRD), to the object.
 
 Members are the pods of the group's namespace that name it the way the scheduler reads them: the
 label of its API group, or, for `scheduling.sigs.k8s.io`, Koordinator's gang name (the lightweight
 name label or the `gang.scheduling.koordinator.sh/name` annotation) when the pod carries no
 PodGroup label. Gangs made of annotations alone have no object and get no status. The members come
-from `operators.facts.ClusterFacts`; nothing is counted before it has synced.
+from `operators.facts.ClusterFacts`; nothing is counted before it has synced. The reference
+controllers take the occupant (`occupiedBy`) from the first member their pod list returns; here it
+is the member whose name sorts first, the one a list from the apiserver returns first, so the
+answer does not depend on the order the pods arrived in.
+
+A `scheduling.sigs.k8s.io` group whose gang annotations the scheduler reads otherwise than written
+(a bad value koord-scheduler replaces by a default) has the condition `AnnotationsDefaulted` naming
+each; the match policy's default is taken to be Koordinator's, the operator not reading the
+scheduler's configuration.
 """
 
 from __future__ import annotations
@@ -30,7 +39,15 @@ import kopf
 from koordpy.api.errors import SpecError
 from koordpy.api.podgroup import BY_ANNOTATION, SIGS_GROUP, X_K8S_GROUP, PodGroup, gang_reference
 from koordpy.kubeapi.client import MERGE_PATCH, ApiError
-from koordpy.status.podgroup import FAILED, FINISHED, MemberCounts, next_status, occupied_by
+from koordpy.status.gang_annotations import podgroup_fallbacks
+from koordpy.status.podgroup import (
+    FAILED,
+    FINISHED,
+    MemberCounts,
+    next_status,
+    occupied_by,
+    with_defaulted_condition,
+)
 
 if TYPE_CHECKING:
     from operators.facts import ClusterFacts
@@ -73,8 +90,12 @@ class GroupKey:
         return f"{self.api_group}:{self.namespace}/{self.name}"
 
     @property
+    def path(self) -> str:
+        return f"/apis/{self.api_group}/{VERSION}/namespaces/{self.namespace}/{PLURAL}/{self.name}"
+
+    @property
     def status_path(self) -> str:
-        return f"/apis/{self.api_group}/{VERSION}/namespaces/{self.namespace}/{PLURAL}/{self.name}/status"
+        return f"{self.path}/status"
 
 
 def group_of(namespace: str, labels: Mapping[str, str], annotations: Mapping[str, str]) -> GroupKey | None:
@@ -279,6 +300,10 @@ class PodGroupController:
         status = next_status(
             key.api_group, group.min_member, previous, MemberCounts.of(pods), occupied_by(first), time.time()
         )
+        if key.api_group == SIGS_GROUP:
+            # the gang annotations on the PodGroup the scheduler reads otherwise than written
+            defaulted = [f.message() for f in podgroup_fallbacks(group)]
+            status = with_defaulted_condition(status, defaulted, time.time())
         if status == previous:
             return
         logger.debug("PodGroup %s: status %s -> %s", key, previous, status)
@@ -288,7 +313,7 @@ class PodGroupController:
             # computed from this version: the apiserver refuses it (409) if the object moved on
             patch["metadata"] = {"resourceVersion": version}
         try:
-            written = await self._api.request("PATCH", key.status_path, body=patch, content_type=MERGE_PATCH)
+            written = await self._write(key, patch)
         except ApiError as err:
             if err.status == 404:
                 return
@@ -298,6 +323,18 @@ class PodGroupController:
             self._bodies[key] = written
         if status.get("phase") != previous.get("phase"):
             logger.info("PodGroup %s: %s -> %s", key, previous.get("phase") or "(none)", status.get("phase"))
+
+    async def _write(self, key: GroupKey, patch: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return await self._api.request("PATCH", key.status_path, body=patch, content_type=MERGE_PATCH)
+        except ApiError as err:
+            if err.status != 404:
+                raise
+        # Koordinator's CRD of scheduling.sigs.k8s.io serves no status subresource: the status is
+        # a field of the object itself, and /status answers 404 just as it does for a deleted
+        # object. The object's own path tells the two apart; the resourceVersion in the patch
+        # keeps a group deleted and created again meanwhile from taking this step.
+        return await self._api.request("PATCH", key.path, body=patch, content_type=MERGE_PATCH)
 
     def _report_invalid(self, key: GroupKey, problem: str) -> None:
         if self._reported_invalid.get(key) != problem:

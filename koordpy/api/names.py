@@ -22,6 +22,9 @@ DEFAULT_BINDER = "DefaultBinder"
 COSCHEDULING = "Coscheduling"
 NODE_RESOURCES_FIT_PLUS = "NodeResourcesFitPlus"
 SCARCE_RESOURCE_AVOIDANCE = "ScarceResourceAvoidance"
+UNSUPPORTED_FEATURES = "UnsupportedFeatures"
+ELASTIC_QUOTA = "ElasticQuota"
+CAPACITY_SCHEDULING = "CapacityScheduling"
 
 # ---------------------------------------------------------------------------- PodScheduled=False
 UNSCHEDULABLE = "Unschedulable"
@@ -30,6 +33,9 @@ SCHEDULER_ERROR = "SchedulerError"
 INVALID_SPEC = "InvalidSpec"
 GANG_NOT_READY = "GangNotReady"
 TOPOLOGY_UNAVAILABLE = "NetworkTopologyUnavailable"
+# the pod's ElasticQuota has a problem (or sits below one), or the quota it names does not exist
+QUOTA_INVALID = "QuotaInvalid"
+QUOTA_NOT_FOUND = "QuotaNotFound"
 # the simulator's: no profile of the scheduler serves the pod's schedulerName
 SCHEDULER_NOT_FOUND = "SchedulerNotFound"
 
@@ -37,5 +43,9 @@ SCHEDULER_NOT_FOUND = "SchedulerNotFound"
 EVENT_SCHEDULED = "Scheduled"
 EVENT_FAILED_SCHEDULING = "FailedScheduling"
 EVENT_PREEMPTED = "Preempted"
+# a pod asks for a Koordinator feature koordpy does not implement
+EVENT_UNSUPPORTED_FEATURE = "UnsupportedFeature"
 # the DisruptionTarget condition of a pod evicted by preemption
 PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
+# a gang annotation read otherwise than written: the value koord-scheduler falls back to instead
+GANG_ANNOTATION_DEFAULTED = "GangAnnotationDefaulted"

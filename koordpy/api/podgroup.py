@@ -44,7 +44,9 @@ class PodGroup:
     uid: str
     min_member: int
     schedule_timeout_seconds: int | None
-    min_resources: ResourceList
+    # None when the spec does not set minResources (scheduler-plugins checks only a group that
+    # does, an empty map included)
+    min_resources: ResourceList | None
     annotations: Mapping[str, str]
     creation_ts: float
     status: Mapping[str, Any]
@@ -77,7 +79,7 @@ class PodGroup:
         error: SpecError | None = None
         min_member = spec.get("minMember", 0)
         timeout = spec.get("scheduleTimeoutSeconds")
-        min_resources: ResourceList = {}
+        min_resources: ResourceList | None = None
         try:
             if not isinstance(min_member, int) or isinstance(min_member, bool):
                 raise SpecError("spec.minMember", f"must be an integer, got {min_member!r}")
@@ -92,7 +94,8 @@ class PodGroup:
                 raise SpecError(
                     "spec.scheduleTimeoutSeconds", f"must be a non-negative 32-bit integer, got {timeout!r}"
                 )
-            min_resources = parse_resource_list(spec.get("minResources"), "spec.minResources")
+            if spec.get("minResources") is not None:
+                min_resources = parse_resource_list(spec.get("minResources"), "spec.minResources")
         except SpecError as err:
             error = err
             valid = isinstance(min_member, int) and not isinstance(min_member, bool)

@@ -1,4 +1,5 @@
-"""`koordpy run`: a KubeWorld over the scheduler, served with `/metrics`, `/healthz` and `/readyz`,
+"""`koordpy run`: a KubeWorld over the scheduler, served as kube-scheduler serves (`/metrics`,
+`/configz`, `/healthz`, `/livez`, `/readyz` on the secure port, see `koordpy.cluster.http`),
 under leader election when asked, with the PodGroup and ClusterNetworkTopology status operators in
 the same process and event loop.
 
@@ -18,14 +19,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from koordpy.cluster.http import HealthServer
+import aiohttp
+
+from koordpy import __version__, logs
+from koordpy.cluster.auth import DEFAULT_ALWAYS_ALLOW_PATHS, Authenticator, Authorizer, path_matcher
+from koordpy.cluster.http import PING, Endpoints, Guard, HealthCheck, Listener
 from koordpy.cluster.leader import LeaderElector, LeaseSettings
+from koordpy.cluster.serving import CertificateError, ServingCertificate
 from koordpy.cluster.world import KubeWorld
 from koordpy.config.models import SchedulerConfiguration
 from koordpy.framework.clock import RealClock
-from koordpy.kubeapi.client import KubeApi
-from koordpy.kubeapi.credentials import CredentialsError
+from koordpy.kubeapi.client import TRANSPORT_ERRORS, ApiError, KubeApi
+from koordpy.kubeapi.credentials import CredentialsError, load_configuration
 from koordpy.kubeapi.informer import ALL_PODS, PODS, WATCHED
+from koordpy.kubeapi.ratelimit import client_rate_limiter
 from koordpy.metrics import SchedulerMetrics
 from koordpy.scheduler import Scheduler
 
@@ -36,8 +43,63 @@ log = logging.getLogger(__name__)
 
 EXIT_OK = 0
 EXIT_LEADERSHIP_LOST = 1
-# as `koordpy operators` answers credentials it cannot load
-EXIT_NO_CREDENTIALS = 2
+# credentials, the API server or the port: what start-up needs is not there
+EXIT_STARTUP_FAILED = 1
+CREDENTIALS_HINT = (
+    "pass --kubeconfig a readable kubeconfig (or set clientConnection.kubeconfig), or run in a pod "
+    "with a service account"
+)
+
+klog = logs.get(__name__)
+
+
+class StartupError(Exception):
+    """What keeps `koordpy run` from starting, said in one line with what to do about it."""
+
+    def __init__(self, message: str, code: int = EXIT_STARTUP_FAILED) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+async def wait_for_api_server(api: KubeApi, timeout: float) -> None:
+    """Return once the API server answers (`GET /version`); raise StartupError when the answer
+    is a refusal of the credentials or a certificate that is not trusted, at once, or when nothing
+    answers within `timeout` seconds (an API server starting at the same time gets that long)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    said = False
+    where = f"the API server at {api.base}"
+    while True:
+        try:
+            await api.request("GET", "/version", timeout=max(1.0, min(5.0, timeout)))
+            return
+        except ApiError as err:
+            if err.status == 401:
+                raise StartupError(
+                    f"{where} refused the credentials ({err}); check the kubeconfig's user"
+                ) from None
+            if err.status < 500:
+                return
+            why = str(err)
+        except aiohttp.ClientConnectorCertificateError as err:
+            raise StartupError(
+                f"{where} presented a certificate that is not trusted ({err.certificate_error}); check "
+                "the kubeconfig's certificate-authority"
+            ) from None
+        except ValueError:
+            raise StartupError(f"{where} did not answer as a Kubernetes API server") from None
+        except TRANSPORT_ERRORS as err:
+            why = str(err) or type(err).__name__
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            raise StartupError(
+                f"cannot reach {where}: {why}; check --master or the kubeconfig's server, and that "
+                "the API server is running"
+            )
+        if not said and (v2 := klog.v(2)):
+            v2.info("Waiting for the API server", server=api.base, err=why)
+            said = True
+        await asyncio.sleep(min(1.0, remaining))
 
 
 def default_identity() -> str:
@@ -49,7 +111,14 @@ def default_identity() -> str:
 class RunOptions:
     config: SchedulerConfiguration
     kubeconfig: str | None = None
+    # --master: the API server's address, in place of the kubeconfig's
+    master: str | None = None
     context: str | None = None
+    # client-go's token bucket for every API request (clientConnection.qps and burst)
+    qps: float = 50.0
+    burst: int = 100
+    # how long start-up waits for an API server that does not answer before giving up
+    api_wait: float = 15.0
     leader_elect: bool = False
     lease_name: str = "koordpy"
     lease_namespace: str = "kube-system"
@@ -57,7 +126,16 @@ class RunOptions:
     renew_deadline: float = 10.0
     retry_period: float = 2.0
     bind_address: str = "0.0.0.0"
-    metrics_port: int = 10259
+    secure_port: int = 10259
+    # the secure port's certificate: these files, else one generated into cert_dir, else one
+    # generated in memory (koordpy.cluster.serving)
+    tls_cert_file: str | None = None
+    tls_private_key_file: str | None = None
+    cert_dir: str | None = None
+    # paths anyone may get on the secure port without the API server being asked
+    always_allow_paths: tuple[str, ...] = DEFAULT_ALWAYS_ALLOW_PATHS
+    # a plain-HTTP port without authentication, only when asked for (0: none)
+    insecure_port: int = 0
     shutdown_timeout: float = 15.0
     identity: str = field(default_factory=default_identity)
     # the PodGroup and ClusterNetworkTopology status operators, in this process and event loop
@@ -92,6 +170,7 @@ class EmbeddedOperators:
                 self._options.kubeconfig,
                 self._stop,
                 context=self._options.context,
+                master=self._options.master,
                 facts=self.facts,
                 # kopf takes the signal handlers at start-up; these go back in their place
                 signal_handler=self._on_signal,
@@ -121,37 +200,121 @@ def _elector(api: KubeApi, options: RunOptions, metrics: SchedulerMetrics) -> Le
     return LeaderElector(api, settings, metrics)
 
 
-def _health_server(
-    options: RunOptions, metrics: SchedulerMetrics, world: KubeWorld, elector: LeaderElector | None
-) -> HealthServer:
-    def healthy() -> tuple[bool, str]:
-        problems = world.health_problems()
-        if elector is not None and elector.lost.is_set():
-            problems.insert(0, "leader election lost")
-        return not problems, "; ".join(problems)
+def _health_checks(
+    world: KubeWorld, elector: LeaderElector | None, stop: asyncio.Event
+) -> tuple[list[HealthCheck], list[HealthCheck]]:
+    """The checks of /healthz (and /livez) and of /readyz, under kube-scheduler's names where it has
+    them (leaderElection, shutdown, sched-handler-sync), and koordpy's own `scheduler`: the
+    scheduling loop, its cycles and the cache are sound and no task of the world has stopped."""
 
-    def ready() -> tuple[bool, str]:
+    def scheduler() -> str | None:
+        return "; ".join(world.health_problems()) or None
+
+    def handlers_synced() -> str | None:
         missing = world.unsynced()
-        if missing:
-            return False, "informers not synced: " + ", ".join(missing)
-        return healthy()
+        return "informers not synced: " + ", ".join(missing) if missing else None
 
-    return HealthServer(metrics, ready, healthy, options.bind_address, options.metrics_port)
+    def shutdown() -> str | None:
+        return "process is shutting down" if stop.is_set() else None
+
+    election: list[HealthCheck] = []
+    if elector is not None:
+        lost = elector.lost
+        election.append(
+            HealthCheck("leaderElection", lambda: "leader election lost" if lost.is_set() else None)
+        )
+    sound = HealthCheck("scheduler", scheduler)
+    healthz = [PING, *election, sound]
+    readyz = [
+        *election,
+        HealthCheck("shutdown", shutdown),
+        HealthCheck("sched-handler-sync", handlers_synced),
+        sound,
+    ]
+    return healthz, readyz
+
+
+# kube's delegated authentication and authorization clients: a budget of their own, so that
+# requests to the secure port never take the scheduler's
+REVIEW_QPS = 200.0
+REVIEW_BURST = 400
+REVIEW_CONNECTIONS = 8
+
+
+@dataclass(slots=True)
+class Serving:
+    """The secure port (unless --secure-port=0) and the plain one (when --insecure-port asks), with
+    the certificate's reloads and the client the reviews are made with."""
+
+    listeners: list[Listener] = field(default_factory=list)
+    certificate: ServingCertificate | None = None
+    reviews: KubeApi | None = None
+    _reloads: asyncio.Task[None] | None = None
+
+    @staticmethod
+    def build(options: RunOptions, api: KubeApi, endpoints: Endpoints) -> Serving:
+        """Raises StartupError for a certificate that cannot be had or paths that cannot be read."""
+        serving = Serving()
+        if options.secure_port:
+            try:
+                serving.certificate = ServingCertificate.choose(
+                    options.tls_cert_file,
+                    options.tls_private_key_file,
+                    options.cert_dir,
+                    options.bind_address,
+                )
+                path_matcher(options.always_allow_paths)
+            except CertificateError as err:
+                raise StartupError(str(err)) from None
+            except ValueError as err:
+                raise StartupError(f"--authorization-always-allow-paths: {err}", code=2) from None
+            reviews = KubeApi(api.configuration, connections=REVIEW_CONNECTIONS)
+            reviews.rate_limiter = client_rate_limiter(REVIEW_QPS, REVIEW_BURST)
+            serving.reviews = reviews
+            authorizer = Authorizer(reviews, always_allow_paths=options.always_allow_paths)
+            secure = endpoints.application(Guard(Authenticator(reviews), authorizer))
+            context = serving.certificate.context
+            serving.listeners.append(Listener(secure, options.bind_address, options.secure_port, context))
+        if options.insecure_port:
+            plain = endpoints.application()
+            serving.listeners.append(Listener(plain, options.bind_address, options.insecure_port))
+        return serving
+
+    async def start(self) -> None:
+        for listener in self.listeners:
+            try:
+                await listener.start()
+            except OSError as err:
+                flag = "--secure-port" if listener.ssl_context is not None else "--insecure-port"
+                raise StartupError(
+                    f"cannot serve on {listener.host}:{listener.port}: {err.strerror or err}; "
+                    f"choose another {flag} or --bind-address, or stop what holds that port"
+                ) from None
+        if self.certificate is not None:
+            self._reloads = asyncio.create_task(self.certificate.watch(), name="serving certificate")
+
+    async def stop(self) -> None:
+        if self._reloads is not None:
+            self._reloads.cancel()
+        for listener in self.listeners:
+            await listener.stop()
+        if self.reviews is not None:
+            await self.reviews.close()
 
 
 async def run(options: RunOptions) -> int:
     """`koordpy run`: schedule until SIGTERM (exit 0) or until the lease is lost (exit 1)."""
     from koordpy.plugins import registry
 
-    metrics = SchedulerMetrics()
+    metrics = SchedulerMetrics(process=True)
     scheduler = Scheduler(options.config, registry(), RealClock(), metrics)
-    metrics.track_pending(scheduler.pending_counts)
-    metrics.track_gauges(scheduler.scrape_gauges)
+    metrics.track_scheduler(scheduler)
     try:
-        api = await KubeApi.connect(options.kubeconfig, options.context)
+        api = KubeApi(await load_configuration(options.kubeconfig, options.context, options.master))
     except CredentialsError as err:
-        log.error("cannot load the cluster credentials: %s", err)
-        return EXIT_NO_CREDENTIALS
+        raise StartupError(f"cannot load the cluster credentials: {err}; {CREDENTIALS_HINT}") from None
+    api.rate_limiter = client_rate_limiter(options.qps, options.burst)
+    api.observe_request = metrics.api_request
     elector = _elector(api, options, metrics)
     # the embedded operators count finished members too, so the pods are watched whole; the
     # scheduler still hears of a finished pod as a deletion
@@ -170,13 +333,25 @@ async def run(options: RunOptions) -> int:
         elector.on_started.append(world.wake)
         if operators is not None:
             elector.on_started.append(operators.start)
-    server = _health_server(options, metrics, world, elector)
+    healthz, readyz = _health_checks(world, elector, stop)
+    # the configuration in use (flags applied) does not change while running
+    configz = options.config.model_dump(mode="json", exclude_none=True)
+    endpoints = Endpoints(metrics, healthz=healthz, readyz=readyz, configz=lambda: configz)
+    serving = Serving()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    log.info("koordpy %s starting; profiles: %s", options.identity, ", ".join(scheduler.profiles))
     try:
-        await server.start()
+        serving = Serving.build(options, api, endpoints)
+        await serving.start()
+        await wait_for_api_server(api, options.api_wait)
+        # after the checks that can stop start-up, so that a failed start says one thing only
+        klog.info(
+            "Starting koordpy",
+            version=__version__,
+            identity=options.identity,
+            profiles=list(scheduler.profiles),
+        )
         await world.start()
         if elector is None and operators is not None:
             operators.start()
@@ -184,7 +359,7 @@ async def run(options: RunOptions) -> int:
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
-        await server.stop()
+        await serving.stop()
         await api.close()
 
 

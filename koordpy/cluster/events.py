@@ -1,11 +1,16 @@
 """`events.k8s.io/v1` Events, recorded the way client-go's events broadcaster (the one
 kube-scheduler uses) records them.
 
-- Isomorphic events (same regarding object, reason, action, reporting controller and related
-  object; the note does not count) form one series: the first is created, the second turns it into
-  a series (`series.count: 2`), and later ones only count up in memory. Series are written back every
-  30 minutes and forgotten once not seen for 6 minutes, so a pod that fails a thousand times costs two
-  writes, not a thousand.
+- Each profile reports its own events under its schedulerName, as kube-scheduler gives every profile
+  a recorder of that name: `reportingController` is the schedulerName (what `kubectl describe`
+  shows under From, and what tools that follow a scheduler's events filter on) and
+  `reportingInstance` is `<reportingController>-<this instance>`. Events that concern no profile
+  (a node or an object koordpy leaves out) are koordpy's own.
+- Isomorphic events (same type, regarding object, reason, action, reporting controller and
+  instance, and related object; the note does not count) form one series: the first is created, the
+  second turns it into a series (`series.count: 2`), and later ones only count up in memory. Series
+  are written back every 30 minutes and forgotten once not seen for 6 minutes, so a pod that fails a
+  thousand times costs two writes, not a thousand.
 - Recording never waits: events go into a bounded queue, and when it is full they are dropped (and
   counted), as the broadcaster drops them, rather than pile up in memory or hold up bindings.
 - A bounded number of workers send them, so events never take more than a few of the client's
@@ -15,7 +20,9 @@ kube-scheduler uses) records them.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import re
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping
@@ -27,10 +34,14 @@ from koordpy.kubeapi.client import MERGE_PATCH, TRANSPORT_ERRORS, ApiError, Kube
 
 log = logging.getLogger(__name__)
 
+# the reporting controller of events that concern no profile
 REPORTING_CONTROLLER = "koordpy"
 # events.k8s.io/v1 validation limits
 EVENT_NOTE_LIMIT = 1024
 REPORTING_INSTANCE_LIMIT = 128
+# the apiserver takes as reportingController only a qualified name (apimachinery IsQualifiedName)
+_QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 # client-go's events broadcaster: series are refreshed this often and finished when not seen for
 # this long
 SERIES_REFRESH_SECONDS = 30 * 60.0
@@ -47,6 +58,18 @@ EVENT_TRIES = 6
 EVENT_RETRY_SECONDS = 1.0
 # what a write may fail with: the apiserver's refusal, or no answer at all
 WRITE_ERRORS: tuple[type[BaseException], ...] = (ApiError, *TRANSPORT_ERRORS)
+
+
+@functools.lru_cache(maxsize=64)
+def reporting_controller(scheduler_name: str) -> str:
+    """Who reports a profile's events: its schedulerName; a name the apiserver would refuse as a
+    reportingController (every event of the profile would be lost) falls back to koordpy's own."""
+    prefix, slash, name = scheduler_name.rpartition("/")
+    if slash and (len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix)):
+        return REPORTING_CONTROLLER
+    if len(name) > 63 or not _QUALIFIED_NAME.fullmatch(name):
+        return REPORTING_CONTROLLER
+    return scheduler_name
 
 
 def pod_reference(pod: Pod | Mapping[str, Any]) -> dict[str, Any]:
@@ -117,6 +140,7 @@ class _Pending:
     note: str
     related: dict[str, Any] | None
     at: float
+    controller: str
 
 
 class EventRecorder:
@@ -134,7 +158,7 @@ class EventRecorder:
         retry_seconds: float = EVENT_RETRY_SECONDS,
     ) -> None:
         self.api = api
-        self.instance = instance[:REPORTING_INSTANCE_LIMIT]
+        self.instance = instance
         self._on_write = on_write
         self._on_drop = on_drop
         self._max_queued = max_queued
@@ -160,7 +184,11 @@ class EventRecorder:
         action: str,
         note: str,
         related: Mapping[str, Any] | None = None,
+        *,
+        controller: str = REPORTING_CONTROLLER,
     ) -> None:
+        """Queue an event; `controller` is the schedulerName of the profile it is about (see the
+        module's docstring), koordpy's own name when it concerns no profile."""
         if len(self._queue) >= self._max_queued:
             if self._on_drop is not None:
                 self._on_drop()
@@ -174,6 +202,7 @@ class EventRecorder:
                 note,
                 dict(related) if related else None,
                 self._now(),
+                reporting_controller(controller),
             )
         )
         self._idle.clear()
@@ -211,8 +240,21 @@ class EventRecorder:
                 if not self._queue and not self._active:
                     self._idle.set()
 
+    def reporting_instance(self, controller: str) -> str:
+        """client-go's `<reportingController>-<hostname>`, this instance's identity for the host."""
+        full = f"{controller}-{self.instance}".encode()
+        return full[:REPORTING_INSTANCE_LIMIT].decode(errors="ignore")
+
     def _key(self, p: _Pending) -> tuple[Any, ...]:
-        return (p.action, p.reason, _reference_key(p.regarding), _reference_key(p.related))
+        # client-go's eventKey; the instance follows from the controller here
+        return (
+            p.event_type,
+            p.action,
+            p.reason,
+            p.controller,
+            _reference_key(p.regarding),
+            _reference_key(p.related),
+        )
 
     async def _send(self, p: _Pending) -> None:
         key = self._key(p)
@@ -232,8 +274,8 @@ class EventRecorder:
             "kind": "Event",
             "metadata": {"name": name, "namespace": namespace},
             "eventTime": micro_time(p.at),
-            "reportingController": REPORTING_CONTROLLER,
-            "reportingInstance": self.instance,
+            "reportingController": p.controller,
+            "reportingInstance": self.reporting_instance(p.controller),
             "action": p.action,
             "reason": p.reason,
             "type": p.event_type,

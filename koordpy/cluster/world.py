@@ -152,6 +152,7 @@ class KubeWorld:
         self.informers: dict[Resource, Informer] = {}
         for resource in resources:
             handler = self.integrity.guard(resource.kind, resource.api_version, self._handler_for(resource))
+            handler = metrics.timed_handler(resource.kind, handler)
             self.informers[resource] = by_kind[resource.kind] = Informer(
                 api, resource, handler, metrics, hold=True
             )
@@ -406,7 +407,10 @@ class KubeWorld:
                 self._spawn(self._bind(effect), self._bindings)
             elif isinstance(effect, PodUnschedulable):
                 self.status_writes.mark(
-                    effect.pod, nominated=effect.nominated_node, settle=effect.reason in SETTLING_REASONS
+                    effect.pod,
+                    nominated=effect.nominated_node,
+                    settle=effect.reason in SETTLING_REASONS,
+                    event=effect.attempted,
                 )
             elif isinstance(effect, Nominate):
                 self.status_writes.mark(effect.pod, nominated=effect.node_name)
@@ -419,6 +423,7 @@ class KubeWorld:
                     effect.reason,
                     EVENT_ACTIONS.get(effect.reason, "Scheduling"),
                     effect.message,
+                    controller=effect.pod.scheduler_name,
                 )
 
     def _spawn(self, coro: Coroutine[Any, Any, None], group: set[asyncio.Task[None]]) -> None:
@@ -479,7 +484,7 @@ class KubeWorld:
             error = f"{type(err).__name__}: {err}"
         finally:
             self.metrics.bindings_in_flight.dec()
-        self.metrics.binding("error" if error else "success", time.monotonic() - start)
+        self.metrics.binding("error" if error else "success", time.monotonic() - start, b.profile)
         if error:
             log.info("binding %s to %s failed: %s", pod.key, b.node_name, error)
         else:
@@ -535,4 +540,5 @@ class KubeWorld:
             "Preempting",
             f"Preempted by {e.trigger_pod} on node {e.node_name}",
             related=pod_reference(trigger) if trigger is not None else None,
+            controller=e.scheduler_name,
         )

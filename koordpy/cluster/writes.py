@@ -11,6 +11,12 @@ such a verdict is refreshed at most every few minutes: its message counts the me
 it changes with every member that arrives, and rewriting every waiting member on every arrival is
 the square of the gang's size in writes.
 
+The condition carries only kube-scheduler's reasons (`KUBE_REASONS`), so that autoscalers and
+dashboards that key on them (cluster-autoscaler looks for reason Unschedulable) see koordpy's
+pending pods; koordpy's finer diagnosis (GangNotReady, InvalidSpec, ...) leads the message instead.
+A written verdict is also told as a FailedScheduling event, reported by the pod's profile, when the
+pod was itself attempted; a member only told how its gang's attempt ended gets the condition alone.
+
 Bindings do not go through here: they are sent as soon as they are decided, each on its own, and
 only wait for a status write of the same pod that is already on the wire (so that a stale
 PodScheduled=False can never land after the binding).
@@ -48,6 +54,27 @@ STATUS_WORKERS = 8
 GATE_SETTLE_SECONDS = 2.0
 GATE_REFRESH_SECONDS = 300.0
 
+# koordpy's reason for a pending pod -> the PodScheduled reason written: kube-scheduler's own
+# (core/v1 PodReasonUnschedulable, PodReasonSchedulingGated, PodReasonSchedulerError) are kept, and
+# every finer one is a rejection, which kube-scheduler reports as Unschedulable
+KUBE_REASONS: Mapping[str, str] = {
+    names.UNSCHEDULABLE: names.UNSCHEDULABLE,
+    names.SCHEDULING_GATED: names.SCHEDULING_GATED,
+    names.SCHEDULER_ERROR: names.SCHEDULER_ERROR,
+    names.GANG_NOT_READY: names.UNSCHEDULABLE,
+    names.INVALID_SPEC: names.UNSCHEDULABLE,
+    names.TOPOLOGY_UNAVAILABLE: names.UNSCHEDULABLE,
+}
+
+
+def pod_scheduled(reason: str, message: str) -> tuple[str, str]:
+    """The (reason, message) of the PodScheduled=False condition that says koordpy's verdict
+    (reason, message): a finer reason than kube's leads the message, `GangNotReady: gang ...`."""
+    kube = KUBE_REASONS.get(reason, names.UNSCHEDULABLE)
+    if kube == reason:
+        return reason, message
+    return kube, f"{reason}: {message}" if message else reason
+
 
 class Verdicts(Protocol):
     """What the scheduler says of a pod now."""
@@ -68,6 +95,8 @@ class _Mark:
     nominated: str | None
     due: float
     settling: bool
+    # the verdict to write is on the pod's own attempt: its write is told as an event
+    event: bool
 
 
 class PodStatusWriter:
@@ -114,7 +143,14 @@ class PodStatusWriter:
         """Whether anything but parked refreshes waits or is being written."""
         return bool(self._writing) or len(self._marks) > len(self._parked)
 
-    def mark(self, pod: Pod, *, nominated: str | None = None, settle: bool = False) -> None:
+    def mark(
+        self, pod: Pod, *, nominated: str | None = None, settle: bool = False, event: bool | None = None
+    ) -> None:
+        """Something the scheduler says of the pod changed: write what it says by then.
+        `event`: whether its new verdict is on the pod's own attempt, so that the write is told as
+        a FailedScheduling event too; the latest verdict decides, as it is the one written (a
+        verdict that settles is dropped when a newer one comes first); None for a nomination alone,
+        which leaves it as it was."""
         key = pod.key
         old = self._marks.get(key)
         if nominated is None and old is not None:
@@ -130,8 +166,12 @@ class PodStatusWriter:
             # already on its way, as early or earlier: only the latest view of the pod changes
             old.pod, old.nominated = pod, nominated
             old.settling = old.settling and settle
+            if event is not None:
+                old.event = event
             return
-        self._marks[key] = _Mark(pod, nominated, due, settle)
+        if event is None:
+            event = old is not None and old.event
+        self._marks[key] = _Mark(pod, nominated, due, settle, event)
         if parked:
             self._parked.add(key)
         else:
@@ -222,7 +262,7 @@ class PodStatusWriter:
             return
         assert raw is not None
         verdict = self.verdicts.condition_of(pod.key)
-        reason, message = verdict if verdict is not None else ("", "")
+        reason, message = pod_scheduled(*verdict) if verdict is not None else ("", "")
         status = raw.get("status") or {}
         patch: dict[str, Any] = {}
         old = next((c for c in status.get("conditions") or () if c.get("type") == "PodScheduled"), None)
@@ -254,9 +294,16 @@ class PodStatusWriter:
                 return
         if "conditions" in patch and mark.settling:
             self._settled_at[pod.key] = self._now()
-        if "conditions" in patch:
+        # a gated pod was not attempted: kube-scheduler reports nothing of it (the apiserver wrote
+        # its condition when it was created)
+        if "conditions" in patch and mark.event and reason != names.SCHEDULING_GATED:
             self.events.record(
-                pod_reference(pod), "Warning", names.EVENT_FAILED_SCHEDULING, "Scheduling", message
+                pod_reference(pod),
+                "Warning",
+                names.EVENT_FAILED_SCHEDULING,
+                "Scheduling",
+                message,
+                controller=pod.scheduler_name,
             )
 
     async def patch_status(self, pod: Pod, status: dict[str, Any], operation: str) -> bool:

@@ -3,6 +3,9 @@ field defaults are the defaults."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import ClassVar
+
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
@@ -14,3 +17,16 @@ class PluginArgs(BaseModel):
         extra="forbid",
         frozen=True,
     )
+
+    # fields (by their YAML key) read so that the reference scheduler's files load, that koordpy
+    # does not act on, with what it does instead: a file that sets one is told so in a warning
+    UNHONOURED_FIELDS: ClassVar[Mapping[str, str]] = {}
+
+    def unhonoured_fields(self) -> list[str]:
+        """The YAML keys of the fields this configuration sets that koordpy does not act on."""
+        keys = []
+        for name in sorted(self.model_fields_set):
+            key = type(self).model_fields[name].alias or name
+            if key in self.UNHONOURED_FIELDS:
+                keys.append(key)
+        return keys

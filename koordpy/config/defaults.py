@@ -29,6 +29,11 @@ KOORDPY_DEFAULT_PLUGINS: tuple[tuple[str, int], ...] = (
     (names.COSCHEDULING, 1),
     (names.NODE_RESOURCES_FIT_PLUS, 1),
     (names.SCARCE_RESOURCE_AVOIDANCE, 1),
+    (names.UNSUPPORTED_FEATURES, 0),
+    # both quota plugins do nothing until an ElasticQuota of their API group exists; their
+    # PreFilter runs after every other, so a preemption's dry run has every plugin's state
+    (names.ELASTIC_QUOTA, 0),
+    (names.CAPACITY_SCHEDULING, 0),
 )
 
 DEFAULT_PROFILE_NAMES = ("koord-scheduler", "default-scheduler")

@@ -1,16 +1,41 @@
 """Why a pod fits nowhere: per-node statuses kept as arrays, and the aggregated message in
-kube-scheduler's format (`0/8 nodes are available: 3 Insufficient cpu, 5 node(s) had ...`)."""
+kube-scheduler's format (`0/8 nodes are available: 3 Insufficient cpu, 5 node(s) had ...`).
+
+As in kube-scheduler (schedule_one.go findNodesThatFitPod, FitError.Error in framework/types.go),
+a node no filter looked at counts under the diagnosis's absent status: when a PreFilter result
+narrowed the nodes to try (a pod pinned with `matchFields metadata.name`, a gang member's planned
+node), every other node is `node(s) didn't satisfy plugin(s) [<the plugins that narrowed>]`.
+"""
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 
 import numpy as np
 
+from koordpy.framework.cycle_state import CycleState
 from koordpy.framework.interfaces import FilterResult
 from koordpy.framework.status import Code, Status
 
 NO_NODE_AVAILABLE = "0/{} nodes are available"
+# kube-scheduler's ErrNoNodesAvailable: with no node at all there is no FitError to render
+NO_NODES = "no nodes available to schedule pods"
+# where the profile's PreFilter run leaves the names of the plugins whose result narrowed the nodes
+NARROWED_BY_KEY = "PreFilterNarrowedBy"
+
+
+def unsatisfied_plugins(plugins: Iterable[str]) -> str:
+    """The reason of a node a PreFilter result left out (kube prints the sorted set as a Go slice)."""
+    return f"node(s) didn't satisfy plugin(s) [{' '.join(sorted(set(plugins)))}]"
+
+
+def no_node_left(plugins: Iterable[str]) -> str:
+    """Why no node is left when the PreFilter results have no node in common."""
+    names = sorted(set(plugins))
+    if len(names) == 1:
+        return f"node(s) didn't satisfy plugin {names[0]}"
+    return f"node(s) didn't satisfy plugin(s) [{' '.join(names)}] simultaneously"
 
 
 class Diagnosis:
@@ -18,6 +43,7 @@ class Diagnosis:
         "_chunks",
         "_pending",
         "_single",
+        "absent_status",
         "post_filter_msg",
         "pre_filter_msg",
         "pre_filter_status",
@@ -33,6 +59,19 @@ class Diagnosis:
         # when PreFilter rejected the pod, every node carries this status
         self.pre_filter_status: Status | None = None
         self.post_filter_msg = ""
+        # the status of every node without a recorded one (kube's absent-nodes status); its
+        # reasons count only when a PreFilter result left nodes out
+        self.absent_status: Status | None = None
+
+    def narrowed(self, state: CycleState) -> None:
+        """The cycle tried only the nodes its PreFilter results allowed: the others carry kube's
+        absent status naming those plugins, which also become this pod's rejectors (a node added
+        or changed can be the one the pod is pinned to)."""
+        plugins: tuple[str, ...] = state.read(NARROWED_BY_KEY) or ()
+        if not plugins:
+            return
+        self.absent_status = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (unsatisfied_plugins(plugins),))
+        self.unschedulable_plugins.update(plugins)
 
     def record(self, rows: np.ndarray, result: FilterResult, plugin: str) -> None:
         """`rows` and `result` aligned. Recording is on every filter's path, so it only keeps the
@@ -106,13 +145,32 @@ class Diagnosis:
         self._settle()
         return bool(self._chunks or self._single)
 
+    def recorded_nodes(self) -> int:
+        """How many distinct nodes carry a recorded status."""
+        self._settle()
+        if not self._chunks:
+            return len(self._single)
+        rows = np.concatenate([rows for rows, _ in self._chunks])
+        if self._single:
+            rows = np.concatenate((rows, np.fromiter(self._single, dtype=rows.dtype)))
+        return int(np.unique(rows).size)
+
 
 def fit_error_message(num_all_nodes: int, diagnosis: Diagnosis) -> str:
+    if num_all_nodes == 0:
+        return NO_NODES
     msg = NO_NODE_AVAILABLE.format(num_all_nodes) + ":"
     if diagnosis.pre_filter_msg:
         msg += f" {diagnosis.pre_filter_msg}."
     else:
-        reasons = sorted(f"{count} {reason}" for reason, count in diagnosis.reason_histogram().items())
+        hist = diagnosis.reason_histogram()
+        absent = diagnosis.absent_status
+        if absent is not None and absent.reasons:
+            missing = num_all_nodes - diagnosis.recorded_nodes()
+            if missing > 0:
+                for reason in absent.reasons:
+                    hist[reason] += missing
+        reasons = sorted(f"{count} {reason}" for reason, count in hist.items())
         if reasons:
             msg += f" {', '.join(reasons)}."
     if diagnosis.post_filter_msg:

@@ -21,7 +21,11 @@ class Bind:
 
 @dataclass(frozen=True, slots=True)
 class PodUnschedulable:
-    """Write PodScheduled=False with this reason and message (and a FailedScheduling event)."""
+    """Write PodScheduled=False with this reason and message (and a FailedScheduling event when
+    the pod was attempted).
+
+    `reason` is koordpy's own diagnosis (InvalidSpec, GangNotReady, ...), as the simulator reports
+    it; a world that writes to a cluster turns it into one of kube-scheduler's reasons."""
 
     pod: Pod
     reason: str
@@ -29,6 +33,9 @@ class PodUnschedulable:
     profile: str
     # None: leave status.nominatedNodeName alone; "": clear it; a name: set it
     nominated_node: str | None = None
+    # False when the pod was not itself tried, only told how its gang's attempt ended: kube-scheduler
+    # records a FailedScheduling only for a pod it attempted; the condition is written either way
+    attempted: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ array of node rows and answer for all of them at once.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar, cast, runtime_checkable
 
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
 # node rows of the snapshot, and one int64 score per row
 Rows = npt.NDArray[np.int64]
 Scores = npt.NDArray[np.int64]
+# one verdict per pod of a sequence
+PodMask = npt.NDArray[np.bool_]
 
 MAX_NODE_SCORE = 100
 
@@ -189,6 +192,32 @@ class GroupPlugin(Named, Protocol):
         ...
 
 
+@runtime_checkable
+class VictimFilter(Named, Protocol):
+    """Preemption rules beyond priority, which every preemption consults (DefaultPreemption and
+    Coscheduling's job-level preemption): which pods a preemptor may evict, and what a dry run that
+    took victims off their nodes gives back (elastic quota: a victim's removal frees its quota)."""
+
+    def victim_filter(self, preemptor: Pod, candidates: Sequence[Pod]) -> PodMask | None:
+        """Per candidate, whether the preemptor may evict it; this takes the place of the priority
+        rule. None: no rule of this plugin's applies to the preemptor (the priority rule does)."""
+        ...
+
+    def releasing(self, victims: Sequence[Pod]) -> AbstractContextManager[None]:
+        """While open, what the plugin counts of the pods it follows treats these as gone: a dry
+        run took them off their nodes in a trial, and the PreFilter it runs meanwhile must see
+        what they held given back."""
+        ...
+
+
+@runtime_checkable
+class QueueShare(Named, Protocol):
+    """How much of its share the pod's tenant uses now (0: none of it, 1: all of it, more when it
+    borrows): of pods of equal priority the queue serves the lower share first."""
+
+    def queue_share(self, pod: Pod) -> float: ...
+
+
 P = TypeVar("P")
 
 
@@ -246,6 +275,8 @@ PLUGIN_PROTOCOLS: tuple[type, ...] = (
     PreFilterExtensions,
     ScoreExtensions,
     GroupPlugin,
+    VictimFilter,
+    QueueShare,
 )
 
 

@@ -2,8 +2,12 @@
 
 Building a profile merges the configuration with the defaults the way kube-scheduler does (a
 plugin enabled at a specific extension point runs before the multiPoint ones there; `disabled`
-removes, `"*"` removes every default), and validates each plugin's args with its own model so an
-error names the full path (`profiles[0].pluginConfig[NodeResourcesFit].args.scoringStrategy.type`).
+removes, `"*"` removes every default), and validates each plugin's args with its own model.
+Checking finds every problem of a configuration at once, each at its path in the user's file
+(`profiles[0].plugins.filter.enabled[2].name`,
+`profiles[0].pluginConfig[NodeResourcesFit].args.scoringStrategy.type`); plugins of
+kube-scheduler, koord-scheduler and scheduler-plugins that koordpy does not have are told apart
+from unknown names (config.known_plugins).
 """
 
 from __future__ import annotations
@@ -19,11 +23,23 @@ from pydantic import ValidationError
 from koordpy.api.pod import Pod
 from koordpy.config.args import PluginArgs
 from koordpy.config.defaults import KOORDPY_DEFAULT_PLUGINS, KUBE_DEFAULT_PLUGINS
-from koordpy.config.errors import ConfigError, from_validation_error
-from koordpy.config.models import PluginRef, Plugins, PluginSet, SchedulerConfiguration
+from koordpy.config.errors import ConfigError, Problem, problems_from_validation_error
+from koordpy.config.known_plugins import ALLOW_UNSUPPORTED_HINT, Support, known, other_point_note
+from koordpy.config.models import (
+    POINTS,
+    UNREADABLE,
+    PluginConfig,
+    PluginRef,
+    Plugins,
+    PluginSet,
+    Reading,
+    SchedulerConfiguration,
+)
 from koordpy.config.models import Profile as ProfileConfig
+from koordpy.config.notices import Notices
+from koordpy.config.unhonoured import unhonoured_settings
 from koordpy.framework.cycle_state import CycleState
-from koordpy.framework.diagnosis import Diagnosis
+from koordpy.framework.diagnosis import NARROWED_BY_KEY, Diagnosis, no_node_left
 from koordpy.framework.handle import Handle
 from koordpy.framework.interfaces import (
     BIND,
@@ -96,27 +112,23 @@ def _merge_set(default: PluginSet, custom: PluginSet) -> PluginSet:
     return PluginSet(enabled=merged, disabled=custom.disabled)
 
 
-def resolve_plugins(config: Plugins | None, registry: Registry, path: str) -> ResolvedPlugins:
+def resolve_plugins(
+    config: Plugins | None, registry: Registry, path: str
+) -> tuple[ResolvedPlugins, list[Problem]]:
+    """The plugins of each extension point, merged with the defaults as kube-scheduler merges
+    them. Every enabled name must be a plugin of the registry that implements the point it is
+    enabled at (review_profile leaves out the others before calling this)."""
     defaults = Plugins(multiPoint=PluginSet(enabled=default_plugin_refs(registry)))
     custom = config or Plugins()
     merged = Plugins(
         **{f: _merge_set(getattr(defaults, f), getattr(custom, f)) for f in ("multiPoint", *POINT_FIELDS)}
     )
-    for point in ("multiPoint", *POINT_FIELDS):
-        for i, ref in enumerate(getattr(merged, point).enabled):
-            if ref.name not in registry:
-                raise ConfigError(f"{path}.plugins.{point}.enabled[{i}].name", f"unknown plugin {ref.name!r}")
     out = ResolvedPlugins()
     for point in POINT_FIELDS:
         specific: PluginSet = getattr(merged, point)
         disabled = {p.name for p in specific.disabled}
         names: list[str] = []
         for ref in specific.enabled:
-            cls = registry[ref.name]
-            if point not in cls.extension_points():
-                raise ConfigError(
-                    f"{path}.plugins.{point}.enabled", f"plugin {ref.name} does not implement {point}"
-                )
             if ref.name not in names:
                 names.append(ref.name)
                 if point == "score":
@@ -136,26 +148,214 @@ def resolve_plugins(config: Plugins | None, registry: Registry, path: str) -> Re
         # koordpy's defaults carry two queue sorts; the gang-aware one orders plain pods by priority
         # and arrival just as PrioritySort does, so it wins unless the configuration names one
         sorts.remove("PrioritySort")
+    problems = []
     if len(out.points.get("queueSort", [])) != 1:
-        raise ConfigError(f"{path}.plugins.queueSort", "exactly one queueSort plugin must be enabled")
+        enabled = ", ".join(out.points.get("queueSort", [])) or "none"
+        problems.append(
+            Problem(
+                f"{path}.plugins.queueSort", f"exactly one queueSort plugin must be enabled, got {enabled}"
+            )
+        )
     if not out.points.get("bind"):
-        raise ConfigError(f"{path}.plugins.bind", "at least one bind plugin must be enabled")
-    return out
+        problems.append(Problem(f"{path}.plugins.bind", "at least one bind plugin must be enabled"))
+    return out, problems
 
 
 def specific_queue_sort(plugins: Plugins) -> bool:
     return bool(plugins.queueSort.enabled)
 
 
-def validate_args(cls: type[Plugin], raw: Mapping[str, Any] | None, path: str) -> PluginArgs | None:
+def validate_args(
+    cls: type[Plugin], raw: Mapping[str, Any] | None, path: str
+) -> tuple[PluginArgs | None, list[Problem]]:
     if cls.Args is None:
         if raw:
-            raise ConfigError(path, f"plugin {cls.NAME} takes no args")
-        return None
+            return None, [Problem(path, f"plugin {cls.NAME} takes no args")]
+        return None, []
+    data = dict(raw or {})
     try:
-        return cls.Args.model_validate(dict(raw or {}))
+        return cls.Args.model_validate(data), []
     except ValidationError as err:
-        raise from_validation_error(err, path) from None
+        return None, problems_from_validation_error(err, data, path)
+
+
+# the points a profile cannot run without: where the only plugins named were left out as foreign
+# (not koordpy's), koordpy's defaults take their place rather than leave the point empty
+_REQUIRED_POINTS = ("queueSort", "bind")
+
+
+@dataclass(slots=True)
+class ProfileReview:
+    """Everything checking one profile found, each problem at its path in the user's file."""
+
+    # the plugin sets and pluginConfig koordpy runs: plugins that are not koordpy's left out
+    plugins: Plugins | None
+    plugin_config: list[PluginConfig]
+    resolved: ResolvedPlugins
+    args: dict[str, PluginArgs | None]
+    problems: list[Problem] = field(default_factory=list)
+    # plugins koordpy does not support, with every path naming them, in the order met
+    unsupported: dict[str, list[str]] = field(default_factory=dict)
+    inert: list[str] = field(default_factory=list)
+    # `path: why` of what the profile sets that koordpy does not act on
+    unhonoured: list[str] = field(default_factory=list)
+    # the required points (queueSort, bind) whose only plugins were left out: defaults stand in
+    stand_ins: list[str] = field(default_factory=list)
+
+
+def _unsupported_problems(unsupported: Mapping[str, Sequence[str]]) -> list[Problem]:
+    problems = []
+    for name, paths in unsupported.items():
+        plugin = known(name)
+        what = plugin.summary if plugin is not None else name
+        also = f"; also named at {', '.join(paths[1:])}" if len(paths) > 1 else ""
+        problems.append(Problem(paths[0], f"{what} is not supported by koordpy{also}"))
+    return problems
+
+
+@dataclass(slots=True)
+class _Findings:
+    """What the review of one profile has found so far."""
+
+    path: str
+    problems: list[Problem] = field(default_factory=list)
+    unsupported: dict[str, list[str]] = field(default_factory=dict)
+    inert: list[str] = field(default_factory=list)
+    unhonoured: list[str] = field(default_factory=list)
+    # the points whose own entries have a problem: that the point ends up empty is a consequence
+    troubled: set[str] = field(default_factory=set)
+
+    def foreign(self, name: str, where: str) -> bool:
+        """True when `name` is a plugin of the reference schedulers that koordpy leaves out."""
+        plugin = known(name)
+        if plugin is None or plugin.support == Support.SUPPORTED:
+            return False
+        if plugin.support == Support.INERT:
+            if name not in self.inert:
+                self.inert.append(name)
+        else:
+            self.unsupported.setdefault(name, []).append(where)
+        return True
+
+
+def _review_plugin_sets(user: Plugins, registry: Registry, found: _Findings) -> tuple[Plugins, list[str]]:
+    """The user's plugin sets with only what koordpy runs, and the required points where the
+    defaults stand in for plugins left out."""
+    left_out: set[tuple[str, int]] = set()
+    only_foreign: list[str] = []
+    for point in POINTS:
+        enabled = getattr(user, point).enabled
+        named_foreign = False
+        for i, ref in enumerate(enabled):
+            where = f"{found.path}.plugins.{point}.enabled[{i}]"
+            if ref.name == UNREADABLE:
+                left_out.add((point, i))
+                found.troubled.add(point)
+                continue
+            cls = registry.get(ref.name)
+            if cls is None:
+                left_out.add((point, i))
+                if found.foreign(ref.name, where):
+                    named_foreign = True
+                else:
+                    found.problems.append(Problem(f"{where}.name", f"unknown plugin {ref.name!r}"))
+                    found.troubled.add(point)
+                continue
+            if point == "multiPoint" or point in cls.extension_points():
+                continue
+            left_out.add((point, i))
+            note = other_point_note(ref.name, point)
+            if note is None:
+                runs_at = ", ".join(cls.extension_points())
+                found.problems.append(
+                    Problem(
+                        f"{where}.name",
+                        f"plugin {ref.name} does not implement {point} (it runs at {runs_at})",
+                    )
+                )
+                found.troubled.add(point)
+            elif note:
+                found.unhonoured.append(f"{where}: {ref.name} at {point}: {note}")
+        if named_foreign and all((point, i) in left_out for i in range(len(enabled))):
+            only_foreign.append(point)
+    kept = user.keeping(lambda point, i, ref: (point, i) not in left_out)
+    stand_ins = []
+    for point in _REQUIRED_POINTS:
+        if point in only_foreign:
+            # the user's choice for this point was a plugin koordpy leaves out: the defaults stand in
+            kept = kept.model_copy(update={point: PluginSet()})
+            stand_ins.append(f"{found.path}.plugins.{point}")
+    return kept, stand_ins
+
+
+def _review_plugin_config(
+    configs: Sequence[PluginConfig], registry: Registry, found: _Findings
+) -> list[PluginConfig]:
+    """The pluginConfig entries of koordpy's plugins."""
+    kept: list[PluginConfig] = []
+    seen: dict[str, int] = {}
+    for j, pc in enumerate(configs):
+        where = f"{found.path}.pluginConfig[{j}]"
+        if pc.name == UNREADABLE:
+            continue
+        if pc.name in seen:
+            found.problems.append(
+                Problem(
+                    f"{where}.name",
+                    f"pluginConfig for {pc.name} is given twice (first at pluginConfig[{seen[pc.name]}])",
+                )
+            )
+            continue
+        seen[pc.name] = j
+        if pc.name in registry:
+            kept.append(pc)
+        elif not found.foreign(pc.name, where):
+            found.problems.append(Problem(f"{where}.name", f"unknown plugin {pc.name!r}"))
+    return kept
+
+
+def review_profile(
+    config: ProfileConfig, registry: Registry, index: int = 0, allow_unsupported_plugins: bool = False
+) -> ProfileReview:
+    """Every problem of a profile, found without building a plugin: names that are no plugin, a
+    plugin enabled at a point it does not implement, plugins koordpy does not support (unless
+    allowed), args their plugin's model refuses, and what cannot be placed (no queue sort, no
+    binder). Paths index the user's own lists, whatever the defaults merged into them."""
+    found = _Findings(f"profiles[{index}]")
+    kept, stand_ins = _review_plugin_sets(config.plugins or Plugins(), registry, found)
+    plugins = kept if config.plugins is not None else None
+    kept_config = _review_plugin_config(config.pluginConfig, registry, found)
+    if found.unsupported and not allow_unsupported_plugins:
+        found.problems.extend(_unsupported_problems(found.unsupported))
+
+    resolved, unplaceable = resolve_plugins(plugins, registry, found.path)
+    consequences = {f"{found.path}.plugins.{point}" for point in found.troubled}
+    found.problems.extend(p for p in unplaceable if p.path not in consequences)
+
+    raw_args = {pc.name: pc.args for pc in kept_config}
+    needed = {n for names in resolved.points.values() for n in names}
+    args: dict[str, PluginArgs | None] = {}
+    for name in sorted(needed | set(raw_args)):
+        args_path = f"{found.path}.pluginConfig[{name}].args"
+        args[name], arg_problems = validate_args(registry[name], raw_args.get(name), args_path)
+        found.problems.extend(arg_problems)
+        plugin_args = args[name]
+        if plugin_args is not None and name in raw_args:
+            found.unhonoured.extend(
+                f"{args_path}.{key}: {plugin_args.UNHONOURED_FIELDS[key]}"
+                for key in plugin_args.unhonoured_fields()
+            )
+    return ProfileReview(
+        plugins,
+        kept_config,
+        resolved,
+        args,
+        found.problems,
+        found.unsupported,
+        found.inert,
+        found.unhonoured,
+        stand_ins,
+    )
 
 
 @dataclass(slots=True)
@@ -166,27 +366,66 @@ class CheckedProfile:
     args: dict[str, PluginArgs | None]
 
 
+def _hint(unsupported: bool) -> str:
+    return ALLOW_UNSUPPORTED_HINT if unsupported else ""
+
+
 def check_profile(config: ProfileConfig, registry: Registry, index: int = 0) -> CheckedProfile:
-    """Everything that can be wrong with a profile, found without building a plugin."""
-    path = f"profiles[{index}]"
-    resolved = resolve_plugins(config.plugins, registry, path)
-    raw_args = {pc.name: pc.args for pc in config.pluginConfig}
-    for pc in config.pluginConfig:
-        if pc.name not in registry:
-            raise ConfigError(f"{path}.pluginConfig[{pc.name}]", f"unknown plugin {pc.name!r}")
-    needed = {n for names in resolved.points.values() for n in names}
-    args = {
-        name: validate_args(registry[name], raw_args.get(name), f"{path}.pluginConfig[{name}].args")
-        for name in sorted(needed | set(raw_args))
-    }
-    return CheckedProfile(resolved, args)
+    """Everything that can be wrong with a profile, found without building a plugin; raises a
+    ConfigError naming every problem."""
+    review = review_profile(config, registry, index)
+    if review.problems:
+        raise ConfigError.of(review.problems, hint=_hint(bool(review.unsupported)))
+    return CheckedProfile(review.resolved, review.args)
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedConfiguration:
+    # what koordpy runs: the file's configuration without the plugins that are not koordpy's
+    config: SchedulerConfiguration
+    notices: Notices
+
+
+def check_configuration(
+    reading: Reading, registry: Registry, allow_unsupported_plugins: bool = False
+) -> CheckedConfiguration:
+    """Every problem of a configuration document at once (schema, names, extension points, args),
+    or the configuration koordpy runs with what it has to tell about it."""
+    problems = list(reading.problems)
+    reviews = []
+    unsupported: dict[str, None] = {}
+    inert: dict[str, None] = {}
+    unhonoured: list[str] = []
+    stand_ins: list[str] = []
+    for i, profile in reading.profiles:
+        review = review_profile(profile, registry, i, allow_unsupported_plugins)
+        reviews.append(review)
+        problems.extend(review.problems)
+        unsupported.update(dict.fromkeys(review.unsupported))
+        inert.update(dict.fromkeys(review.inert))
+        unhonoured.extend(review.unhonoured)
+        stand_ins.extend(review.stand_ins)
+    if problems or reading.config is None:
+        hint = _hint(bool(unsupported) and not allow_unsupported_plugins)
+        raise ConfigError.of(problems, reading.source, hint)
+    config = reading.config
+    profiles = [
+        p.model_copy(update={"plugins": r.plugins, "pluginConfig": r.plugin_config})
+        for p, r in zip(config.profiles, reviews, strict=True)
+    ]
+    notices = Notices(
+        skipped=tuple(unsupported),
+        inert=tuple(inert),
+        unhonoured=(*unhonoured_settings(config), *unhonoured),
+        stand_ins=tuple(stand_ins),
+    )
+    return CheckedConfiguration(config.model_copy(update={"profiles": profiles}), notices)
 
 
 def validate_configuration(config: SchedulerConfiguration, registry: Registry) -> None:
-    """Raises ConfigError for the first problem in any profile (what building a scheduler from
+    """Raises ConfigError naming every problem of every profile (what building a scheduler from
     the configuration would raise)."""
-    for i, pc in enumerate(config.profiles):
-        check_profile(pc, registry, i)
+    check_configuration(Reading("", config, list(enumerate(config.profiles))), registry)
 
 
 class Profile:
@@ -246,7 +485,12 @@ class Profile:
         self.group: GroupPlugin | None = next(
             (p for p in self.permit if isinstance(p, GroupPlugin) and declares(type(p), GroupPlugin)), None
         )
+        # per-plugin timings, set on the cycles chosen for them (timing every plugin call costs)
         self.observe: DurationObserver | None = None
+        # extension points are timed on every run, as kube-scheduler does
+        self._observer = handle.observer
+        # what-ifs run inside PostFilter (preemption) are part of its duration, not runs of their own
+        self._in_post_filter = False
         # the events that can make a pod rejected by each plugin schedulable again
         self.events: dict[str, tuple[ClusterEvent, ...]] = {
             name: tuple(p.events_to_register()) for name, p in self.plugins.items()
@@ -259,36 +503,55 @@ class Profile:
     def plugin(self, name: str) -> Plugin | None:
         return self.plugins.get(name)
 
+    def _point_done(self, point: str, st: Status | None, start: float) -> None:
+        if not self._in_post_filter:
+            label = "Success" if st is None else st.code.label
+            self._observer.point_done(point, label, self.name, time.perf_counter() - start)
+
     # --------------------------------------------------------------------------- queue side
     def run_pre_enqueue(self, pod: Pod) -> Status | None:
+        start = time.perf_counter()
         for p in self.pre_enqueue:
+            t0 = time.perf_counter() if self.observe else 0.0
             st = p.pre_enqueue(pod)
+            if self.observe:
+                self.observe("PreEnqueue", p.NAME, (st or SUCCESS).code.label, time.perf_counter() - t0)
             if st is not None and not st.is_success:
-                return st.with_plugin(p.NAME)
+                st = st.with_plugin(p.NAME)
+                self._point_done("PreEnqueue", st, start)
+                return st
+        self._point_done("PreEnqueue", None, start)
         return None
 
     # --------------------------------------------------------------------------- scheduling cycle
     def run_pre_filter(self, state: CycleState, pod: Pod) -> tuple[frozenset[str] | None, Status | None]:
+        start = time.perf_counter()
+        allowed, st = self._pre_filter(state, pod)
+        self._point_done("PreFilter", st, start)
+        return allowed, st
+
+    def _pre_filter(self, state: CycleState, pod: Pod) -> tuple[frozenset[str] | None, Status | None]:
         allowed: frozenset[str] | None = None
+        # the plugins whose result narrowed the nodes: the message for the nodes left out names them
+        narrowed: list[str] = []
         for p in self.pre_filter:
             t0 = time.perf_counter() if self.observe else 0.0
             result, st = p.pre_filter(state, pod)
             if self.observe:
                 self.observe("PreFilter", p.NAME, (st or SUCCESS).code.label, time.perf_counter() - t0)
-            if st is not None:
-                if st.code == Code.SKIP:
-                    state.skip_filter.add(p.NAME)
-                    continue
-                if not st.is_success:
-                    return None, st.with_plugin(p.NAME)
+            if st is not None and st.code == Code.SKIP:
+                state.skip_filter.add(p.NAME)
+                continue
+            self._observer.evaluated("PreFilter", p.NAME, self.name, 1)
+            if st is not None and not st.is_success:
+                return None, st.with_plugin(p.NAME)
             if result is not None and result.node_names is not None:
+                narrowed.append(p.NAME)
                 allowed = result.node_names if allowed is None else allowed & result.node_names
                 if not allowed:
-                    return allowed, Status(
-                        Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
-                        ("node(s) didn't satisfy plugin(s) [" + p.NAME + "] simultaneously",),
-                        p.NAME,
-                    )
+                    reason = no_node_left(narrowed)
+                    return allowed, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (reason,), p.NAME)
+        state.write(NARROWED_BY_KEY, tuple(narrowed))
         return allowed, None
 
     def pre_filter_add_pod(self, state: CycleState, pod: Pod, other: Pod, row: int) -> None:
@@ -310,6 +573,7 @@ class Profile:
                 break
             if p.NAME in state.skip_filter:
                 continue
+            self._observer.evaluated("Filter", p.NAME, self.name, int(alive.size))
             t0 = time.perf_counter() if self.observe else 0.0
             result = p.filter(state, pod, alive)
             if self.observe:
@@ -336,6 +600,19 @@ class Profile:
     ) -> np.ndarray:
         """Filter, then re-check the surviving nodes that have nominated pods of equal or higher
         priority with those pods added: a node is feasible only if it passes both ways."""
+        start = time.perf_counter()
+        feasible = self._filter_with_nominated(state, pod, rows, diagnosis, ignore)
+        self._point_done("Filter", None, start)
+        return feasible
+
+    def _filter_with_nominated(
+        self,
+        state: CycleState,
+        pod: Pod,
+        rows: np.ndarray,
+        diagnosis: Diagnosis | None,
+        ignore: Callable[[Pod], bool] | None,
+    ) -> np.ndarray:
         feasible = self.run_filter(state, pod, rows, diagnosis)
         nominator = self.handle.nominator
         if not nominator or feasible.size == 0:
@@ -378,12 +655,23 @@ class Profile:
         for p in self.filter:
             if p.NAME in state.skip_filter:
                 continue
+            self._observer.evaluated("Filter", p.NAME, self.name, 1)
             result = p.filter(state, pod, one)
             if result is not None and not result.passed[0]:
                 return result.status_at(0).with_plugin(p.NAME)
         return None
 
     def run_post_filter(self, state: CycleState, pod: Pod, diagnosis: Diagnosis) -> PostFilterResult:
+        start = time.perf_counter()
+        nested, self._in_post_filter = self._in_post_filter, True
+        try:
+            result = self._post_filter(state, pod, diagnosis)
+        finally:
+            self._in_post_filter = nested
+        self._point_done("PostFilter", result.status, start)
+        return result
+
+    def _post_filter(self, state: CycleState, pod: Pod, diagnosis: Diagnosis) -> PostFilterResult:
         last = PostFilterResult(None, unschedulable())
         for p in self.post_filter:
             t0 = time.perf_counter() if self.observe else 0.0
@@ -400,64 +688,108 @@ class Profile:
         return last
 
     def run_pre_score(self, state: CycleState, pod: Pod, rows: np.ndarray) -> Status | None:
+        start = time.perf_counter()
         for p in self.pre_score:
+            t0 = time.perf_counter() if self.observe else 0.0
             st = p.pre_score(state, pod, rows)
-            if st is None:
-                continue
-            if st.code == Code.SKIP:
+            if self.observe:
+                self.observe("PreScore", p.NAME, (st or SUCCESS).code.label, time.perf_counter() - t0)
+            if st is not None and st.code == Code.SKIP:
                 state.skip_score.add(p.NAME)
-            elif not st.is_success:
-                return st.with_plugin(p.NAME)
+                continue
+            self._observer.evaluated("PreScore", p.NAME, self.name, 1)
+            if st is not None and not st.is_success:
+                st = st.with_plugin(p.NAME)
+                self._point_done("PreScore", st, start)
+                return st
+        self._point_done("PreScore", None, start)
         return None
 
     def run_score(self, state: CycleState, pod: Pod, rows: np.ndarray) -> np.ndarray:
+        start = time.perf_counter()
         total = np.zeros(rows.size, dtype=np.int64)
         for p, weight, normalizer in self.score:
             if p.NAME in state.skip_score:
                 continue
+            self._observer.evaluated("Score", p.NAME, self.name, int(rows.size))
             t0 = time.perf_counter() if self.observe else 0.0
             scores = p.score(state, pod, rows)
+            if self.observe:
+                t1 = time.perf_counter()
+                self.observe("Score", p.NAME, "Success", t1 - t0)
             if normalizer is not None:
                 scores = normalizer.normalize_score(state, pod, rows, scores)
-            if self.observe:
-                self.observe("Score", p.NAME, "Success", time.perf_counter() - t0)
+                if self.observe:
+                    self.observe("ScoreExtensionNormalize", p.NAME, "Success", time.perf_counter() - t1)
             total += np.asarray(scores, dtype=np.int64) * weight
+        self._point_done("Score", None, start)
         return total
 
     def run_reserve(self, state: CycleState, pod: Pod, node: str) -> Status | None:
+        start = time.perf_counter()
         for i, p in enumerate(self.reserve):
+            t0 = time.perf_counter() if self.observe else 0.0
             st = p.reserve(state, pod, node)
+            if self.observe:
+                self.observe("Reserve", p.NAME, (st or SUCCESS).code.label, time.perf_counter() - t0)
             if st is not None and not st.is_success:
                 for q in reversed(self.reserve[: i + 1]):
                     q.unreserve(state, pod, node)
-                return st.with_plugin(p.NAME)
+                st = st.with_plugin(p.NAME)
+                self._point_done("Reserve", st, start)
+                return st
+        self._point_done("Reserve", None, start)
         return None
 
     def run_unreserve(self, state: CycleState, pod: Pod, node: str) -> None:
+        start = time.perf_counter()
         for p in reversed(self.reserve):
+            t0 = time.perf_counter() if self.observe else 0.0
             p.unreserve(state, pod, node)
+            if self.observe:
+                self.observe("Unreserve", p.NAME, "Success", time.perf_counter() - t0)
+        self._point_done("Unreserve", None, start)
 
     def run_permit(self, state: CycleState, pod: Pod, node: str) -> tuple[Status | None, dict[str, float]]:
         """(rejection or error | None, {plugin: timeout} of the plugins that asked to wait)."""
+        start = time.perf_counter()
         waits: dict[str, float] = {}
         for p in self.permit:
+            t0 = time.perf_counter() if self.observe else 0.0
             st, timeout = p.permit(state, pod, node)
+            if self.observe:
+                self.observe("Permit", p.NAME, (st or SUCCESS).code.label, time.perf_counter() - t0)
             if st is None or st.is_success:
                 continue
             if st.code == Code.WAIT:
                 waits[p.NAME] = timeout
                 continue
-            return st.with_plugin(p.NAME), {}
+            st = st.with_plugin(p.NAME)
+            self._point_done("Permit", st, start)
+            return st, {}
+        self._point_done("Permit", Status(Code.WAIT) if waits else None, start)
         return None, waits
 
     def run_pre_bind(self, state: CycleState, pod: Pod, node: str) -> Status | None:
         """PreBind; the annotations the binding carries are left in `state.binding_annotations`."""
+        start = time.perf_counter()
         for p in self.pre_bind:
+            t0 = time.perf_counter() if self.observe else 0.0
             st = p.pre_bind(state, pod, node)
+            if self.observe:
+                self.observe("PreBind", p.NAME, (st or SUCCESS).code.label, time.perf_counter() - t0)
             if st is not None and not st.is_success and st.code != Code.SKIP:
-                return st.with_plugin(p.NAME)
+                st = st.with_plugin(p.NAME)
+                self._point_done("PreBind", st, start)
+                return st
+        self._point_done("PreBind", None, start)
         return None
 
     def run_post_bind(self, state: CycleState, pod: Pod, node: str) -> None:
+        start = time.perf_counter()
         for p in self.post_bind:
+            t0 = time.perf_counter() if self.observe else 0.0
             p.post_bind(state, pod, node)
+            if self.observe:
+                self.observe("PostBind", p.NAME, "Success", time.perf_counter() - t0)
+        self._point_done("PostBind", None, start)

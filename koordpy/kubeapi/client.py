@@ -15,7 +15,7 @@ import contextlib
 import ssl
 import time
 import urllib.request
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
@@ -25,6 +25,7 @@ import orjson
 from kubernetes_asyncio import client as k8s_client
 
 from koordpy.kubeapi.credentials import load_configuration
+from koordpy.kubeapi.ratelimit import TokenBucket
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -36,6 +37,11 @@ TOKEN_REFRESH_SECONDS = 60.0
 CONNECTION_LIMIT = 256
 # aiohttp's default read buffer makes a watch of large objects crawl in 64 KiB steps
 READ_BUFFER = 2**21
+
+# told of every request: (method, HTTP status or "<error>", host, seconds or None for a watch,
+# seconds waited for the rate limiter or None without one), what client-go's rest_client_*
+# request metrics count
+RequestObserver = Callable[[str, str, str, float | None, float | None], None]
 
 
 class ApiError(Exception):
@@ -130,6 +136,11 @@ class KubeApi:
         )
         self._authorization: str | None = None
         self._authorization_at = -TOKEN_REFRESH_SECONDS
+        self.observe_request: RequestObserver | None = None
+        # client-go's client-side token bucket (koordpy.kubeapi.ratelimit); None: no limit
+        self.rate_limiter: TokenBucket | None = None
+        # client-go's `host` label: the apiserver's host:port
+        self.host = urlsplit(self.base).netloc
 
     @staticmethod
     async def connect(kubeconfig: str | None = None, context: str | None = None) -> KubeApi:
@@ -174,6 +185,40 @@ class KubeApi:
             server_hostname=self._server_hostname,
         )
 
+    async def _exchange(
+        self,
+        method: str,
+        path: str,
+        query: list[tuple[str, str]] | None,
+        body: Any,
+        content_type: str,
+        timeout: aiohttp.ClientTimeout,
+        watch: bool = False,
+    ) -> tuple[aiohttp.ClientResponse, bytes]:
+        """The response, and its body (empty for a watch: the caller streams it), told to
+        `observe_request` as client-go counts requests: one without an answer has the code
+        "<error>", the latency runs from before the rate limiter to the end of the body, and a
+        watch has none (its length is not a latency)."""
+        start = time.perf_counter()
+        throttled: float | None = None
+        if self.rate_limiter is not None:
+            await self.rate_limiter.wait()
+            throttled = time.perf_counter() - start
+        code = "<error>"
+        try:
+            response = await self._send(method, path, query, body, content_type, timeout)
+            code = str(response.status)
+            if watch:
+                return response, b""
+            try:
+                return response, await response.read()
+            finally:
+                response.release()
+        finally:
+            if self.observe_request is not None:
+                seconds = None if watch else time.perf_counter() - start
+                self.observe_request(method, code, self.host, seconds, throttled)
+
     async def request(
         self,
         method: str,
@@ -184,13 +229,9 @@ class KubeApi:
         content_type: str = JSON,
         timeout: float = 30.0,
     ) -> dict[str, Any]:
-        response = await self._send(
+        response, data = await self._exchange(
             method, path, query, body, content_type, aiohttp.ClientTimeout(total=timeout)
         )
-        try:
-            data = await response.read()
-        finally:
-            response.release()
         if not 200 <= response.status < 300:
             raise ApiError.from_body(response.status, data)
         if not data:
@@ -204,7 +245,7 @@ class KubeApi:
         """The JSON lines of a watch. Lines are split by hand: aiohttp's readline refuses lines
         longer than 128 KiB, and a pod with large annotations makes one."""
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=10.0, sock_read=read_timeout)
-        response = await self._send("GET", path, query, None, JSON, timeout)
+        response, _ = await self._exchange("GET", path, query, None, JSON, timeout, watch=True)
         try:
             if response.status != 200:
                 raise ApiError.from_body(response.status, await response.read())

@@ -8,6 +8,9 @@ The order is client-go's (`clientcmd.BuildConfigFromFlags`, as kube-scheduler co
 3. else the pod's service account (in-cluster), when the pod has one;
 4. else the default kubeconfig: every file of $KUBECONFIG merged, or ~/.kube/config.
 
+`--master` replaces the server of whatever was loaded; given alone (no kubeconfig, no context), it
+is the whole configuration, with no credentials, as client-go's `BuildConfigFromFlags` makes it.
+
 kubernetes-asyncio does the loading (exec plugins, OIDC, client certificates, token files that
 rotate); this module only chooses and says clearly why nothing could be loaded.
 """
@@ -70,11 +73,20 @@ async def _load_kubeconfig(
 
 
 async def load_configuration(
-    kubeconfig: str | None = None, context: str | None = None
+    kubeconfig: str | None = None, context: str | None = None, master: str | None = None
 ) -> k8s_client.Configuration:
     """A kubernetes-asyncio Configuration with the credentials chosen in the order above; raises
     CredentialsError when none can be loaded."""
+    configuration = await _load(kubeconfig, context, master)
+    if master:
+        configuration.host = master.rstrip("/")
+    return configuration
+
+
+async def _load(kubeconfig: str | None, context: str | None, master: str | None) -> k8s_client.Configuration:
     configuration = k8s_client.Configuration()
+    if master and not kubeconfig and context is None:
+        return configuration
     if kubeconfig:
         await _load_kubeconfig(configuration, kubeconfig, context)
         return configuration

@@ -68,7 +68,23 @@ NETWORK_TOPOLOGIES = Resource(
     namespaced=False,
     optional=True,
 )
-WATCHED = (NAMESPACES, NODES, PDBS, POD_GROUPS_SIGS, POD_GROUPS_X_K8S, NETWORK_TOPOLOGIES, PODS)
+ELASTIC_QUOTAS_SIGS = Resource(
+    "ElasticQuota", "scheduling.sigs.k8s.io/v1alpha1", "elasticquotas", optional=True
+)
+ELASTIC_QUOTAS_X_K8S = Resource(
+    "ElasticQuota", "scheduling.x-k8s.io/v1alpha1", "elasticquotas", optional=True
+)
+WATCHED = (
+    NAMESPACES,
+    NODES,
+    PDBS,
+    POD_GROUPS_SIGS,
+    POD_GROUPS_X_K8S,
+    NETWORK_TOPOLOGIES,
+    ELASTIC_QUOTAS_SIGS,
+    ELASTIC_QUOTAS_X_K8S,
+    PODS,
+)
 
 ADD, UPDATE, DELETE = "Add", "Update", "Delete"
 

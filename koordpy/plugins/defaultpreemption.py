@@ -22,6 +22,10 @@ map order; koordpy starts at the first node row and keeps candidates in the orde
 
 Koordinator's opt-outs: a pod labelled `scheduling.koordinator.sh/disable-preemptible: "true"` or
 `quota.scheduling.koordinator.sh/preemptible: "false"` is never a victim.
+
+Plugins of the profile with rules of their own (`VictimFilter`, e.g. elastic quota) decide which
+pods the preemptor may evict in place of "lower priority" (`Handle.victim_mask`); a victim may then
+have any priority, so every node with a pod that may be evicted at all is dry-run.
 """
 
 from __future__ import annotations
@@ -226,9 +230,9 @@ class DefaultPreemption(Plugin, PostFilterPlugin):
         # a node with no recorded status was never a possibility (kube's default for absent nodes)
         if code in (0, Code.UNSCHEDULABLE_AND_UNRESOLVABLE):
             return ""
-        for other in snap.info(row).pods.values():
-            if other.priority < pod.priority and terminating_by_preemption(other):
-                return MSG_TERMINATING_VICTIMS
+        terminating = [other for other in snap.info(row).pods.values() if terminating_by_preemption(other)]
+        if terminating and self.handle.victim_mask(pod, terminating).any():
+            return MSG_TERMINATING_VICTIMS
         return ""
 
     def _num_candidates(self, num_nodes: int) -> int:
@@ -243,8 +247,10 @@ class DefaultPreemption(Plugin, PostFilterPlugin):
         if rows.size == 0:
             return [], verdicts
         snap = self.handle.snapshot
-        # nodes without a single pod the preemptor may evict need no dry run
-        has_victims = self._lowest_victim_priority()[rows] < pod.priority
+        # nodes without a single pod the preemptor may evict need no dry run (where a plugin's
+        # rules apply, a victim may have any priority)
+        bound = _NO_PRIORITY if self.handle.victim_rules_apply(pod) else pod.priority
+        has_victims = self._lowest_victim_priority()[rows] < bound
         verdicts.add(_NO_VICTIMS, int(rows.size - np.count_nonzero(has_victims)))
         budgets = self._budgets.budgets(snap)
         wanted = self._num_candidates(int(rows.size))
@@ -317,7 +323,9 @@ class DefaultPreemption(Plugin, PostFilterPlugin):
         The node is left exactly as it was."""
         snap = self.handle.snapshot
         profile = self._profile()
-        potential = [p for p in snap.pods_on(row) if p.priority < pod.priority and preemptible(p)]
+        candidates = [p for p in snap.pods_on(row) if preemptible(p)]
+        allowed = self.handle.victim_mask(pod, candidates)
+        potential = [p for p, ok in zip(candidates, allowed.tolist(), strict=True) if ok]
         if not potential:
             return [], 0, _NO_VICTIMS
         trial_state = state.clone()

@@ -1,4 +1,5 @@
-"""PrioritySort: higher priority first, then the pod that entered the queue earlier."""
+"""PrioritySort: higher priority first, then the pod that entered the queue earlier (of equal
+priority, pods of a quota that uses less of its share first, when elastic quota is enabled)."""
 
 from __future__ import annotations
 
@@ -12,5 +13,5 @@ NAME = names.PRIORITY_SORT
 class PrioritySort(Plugin, QueueSortPlugin):
     NAME = NAME
 
-    def sort_key(self, info: QueuedPodInfo) -> tuple[int, float]:
-        return (-info.pod.priority, info.timestamp)
+    def sort_key(self, info: QueuedPodInfo) -> tuple[int, float, float]:
+        return (-info.pod.priority, self.handle.queue_share(info.pod), info.timestamp)

@@ -1,5 +1,12 @@
 """SchedulingGates: a pod that still has scheduling gates stays out of the active queue until
-every gate is removed."""
+every gate is removed.
+
+kube-scheduler writes no PodScheduled condition for a gated pod: the API server gives every pod
+created with gates `PodScheduled=False`, reason SchedulingGated, with the message below
+(pkg/registry/core/pod/strategy.go, applySchedulingGatedCondition). The verdict here carries that
+same reason and message, so what koordpy writes for a gated pod is what the pod already shows (the
+status writer then has nothing to change) and the simulator shows what a cluster would.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +15,12 @@ from collections.abc import Iterable, Sequence
 from koordpy.api import names
 from koordpy.api.pod import Pod
 from koordpy.framework.interfaces import POD_UPDATE, ClusterEvent, Plugin, PreEnqueuePlugin, PreEnqueueRecheck
-from koordpy.framework.status import Status, unresolvable
+from koordpy.framework.status import Code, Status
 
 NAME = names.SCHEDULING_GATES
 
-
-def gates_message(gates: Sequence[str]) -> str:
-    # kube-scheduler prints the gate names as a Go string slice: `[gate-a gate-b]`
-    return f"waiting for scheduling gates: [{' '.join(gates)}]"
+GATED_MESSAGE = "Scheduling is blocked due to non-empty scheduling gates"
+_GATED = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (GATED_MESSAGE,), NAME, names.SCHEDULING_GATED)
 
 
 class SchedulingGates(Plugin, PreEnqueuePlugin, PreEnqueueRecheck):
@@ -31,6 +36,4 @@ class SchedulingGates(Plugin, PreEnqueuePlugin, PreEnqueueRecheck):
         return ()
 
     def pre_enqueue(self, pod: Pod) -> Status | None:
-        if not pod.scheduling_gates:
-            return None
-        return unresolvable(gates_message(pod.scheduling_gates))
+        return _GATED if pod.scheduling_gates else None

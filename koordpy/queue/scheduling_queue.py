@@ -31,6 +31,15 @@ GATED = "gated"
 # stale heap entries tolerated beyond the live ones before a heap is rebuilt (see _compact)
 _STALE_SLACK = 64
 
+# why a pod entered a queue, as kube-scheduler labels scheduler_queue_incoming_pods_total; a cluster
+# event is labelled with its resource and action (NodeAdd, PodDelete)
+POD_ADD_EVENT = "UnschedulablePodAdd"
+POD_UPDATE_EVENT = "UnschedulablePodUpdate"
+ATTEMPT_FAILURE_EVENT = "ScheduleAttemptFailure"
+BACKOFF_COMPLETE_EVENT = "BackoffComplete"
+FORCE_ACTIVATE_EVENT = "ForceActivate"
+UNSCHEDULABLE_TIMEOUT_EVENT = "UnschedulableTimeout"
+
 SortKey = Callable[[QueuedPodInfo], tuple[Any, ...]]
 PreEnqueue = Callable[[Pod], Status | None]
 # told when a pod is gated (with the PreEnqueue status) or released from the gate (None)
@@ -122,6 +131,9 @@ class SchedulingQueue:
         self._move_cycle = 0
         self._cycle = 0
         self._cycle_of: dict[str, int] = {}
+        # pods that entered each queue, by (queue, event): read when metrics are scraped. Gated
+        # pods count as entering the unschedulable queue, where kube-scheduler keeps them.
+        self.incoming: dict[tuple[str, str], int] = {}
 
     # ----------------------------------------------------------------------------- counts
     def counts(self) -> dict[str, int]:
@@ -140,18 +152,24 @@ class SchedulingQueue:
         now = self._now()
         info = QueuedPodInfo(pod=pod, timestamp=now, initial_attempt_timestamp=now)
         self.infos[pod.key] = info
-        self._enqueue(info)
+        self._enqueue(info, POD_ADD_EVENT)
 
-    def _enqueue(self, info: QueuedPodInfo) -> None:
+    def _count(self, queue: str, event: str) -> None:
+        key = (queue, event)
+        self.incoming[key] = self.incoming.get(key, 0) + 1
+
+    def _enqueue(self, info: QueuedPodInfo, event: str) -> None:
         """PreEnqueue, then activeQ or the gated set."""
-        if self._gate(info):
+        if self._gate(info, event):
             return
-        self._push_active(info)
+        self._push_active(info, event)
 
-    def _gate(self, info: QueuedPodInfo) -> bool:
+    def _gate(self, info: QueuedPodInfo, event: str) -> bool:
         """Run PreEnqueue; True (and the pod parked as gated) when it says not yet."""
         st = self._pre_enqueue(info.pod)
         if st is not None:
+            if self.where.get(info.key) != GATED:
+                self._count(UNSCHEDULABLE, event)
             changed = (info.gated_by, info.gated_reason, info.gated_message) != (
                 st.plugin,
                 st.reason,
@@ -168,13 +186,17 @@ class SchedulingQueue:
                 self._on_gate(info, None)
         return False
 
-    def _push_active(self, info: QueuedPodInfo) -> None:
+    def _push_active(self, info: QueuedPodInfo, event: str | None) -> None:
+        """`event` None: the pod is in activeQ already and only its place changes."""
+        if event is not None:
+            self._count(ACTIVE, event)
         info.seq = next(self._seq)
         self.where[info.key] = ACTIVE
         self._unschedulable_since.pop(info.key, None)
         heapq.heappush(self._active, (self._sort_key(info), info.seq, info))
 
-    def _push_backoff(self, info: QueuedPodInfo) -> None:
+    def _push_backoff(self, info: QueuedPodInfo, event: str) -> None:
+        self._count(BACKOFF, event)
         info.seq = next(self._seq)
         self.where[info.key] = BACKOFF
         self._unschedulable_since.pop(info.key, None)
@@ -189,10 +211,10 @@ class SchedulingQueue:
         info.pod = pod
         where = self.where.get(pod.key)
         if where in (GATED, UNSCHEDULABLE) or where is None:
-            self._requeue_after_event(info)
+            self._requeue_after_event(info, POD_UPDATE_EVENT)
         elif where == ACTIVE:
             # the sort key may have changed (priority); re-push, the old entry goes stale
-            self._push_active(info)
+            self._push_active(info, None)
             self._compact()
 
     def delete(self, key: str) -> None:
@@ -272,8 +294,9 @@ class SchedulingQueue:
         info.backoff_expiry = now + self.backoff_duration(info.attempts)
         started = self._cycle_of.pop(key, 0)
         if error or self._move_cycle >= started > 0:
-            self._push_backoff(info)
+            self._push_backoff(info, ATTEMPT_FAILURE_EVENT)
             return
+        self._count(UNSCHEDULABLE, ATTEMPT_FAILURE_EVENT)
         self.where[key] = UNSCHEDULABLE
         # re-inserted, so that the pool stays in the order pods entered it (see flush)
         self._unschedulable_since.pop(key, None)
@@ -284,16 +307,16 @@ class SchedulingQueue:
         self.in_flight.discard(info.key)
         self._cycle_of.pop(info.key, None)
         if info.key in self.infos:
-            self._enqueue(info)
+            self._enqueue(info, FORCE_ACTIVATE_EVENT)
 
     # ----------------------------------------------------------------------------- moving
-    def _requeue_after_event(self, info: QueuedPodInfo) -> None:
+    def _requeue_after_event(self, info: QueuedPodInfo, event: str) -> None:
         if info.backoff_expiry > self._now() and info.attempts > 0:
-            if self._gate(info):
+            if self._gate(info, event):
                 return
-            self._push_backoff(info)
+            self._push_backoff(info, event)
         else:
-            self._enqueue(info)
+            self._enqueue(info, event)
 
     def _helps(self, info: QueuedPodInfo, event: ClusterEvent) -> bool:
         if not info.unschedulable_plugins:
@@ -309,28 +332,29 @@ class SchedulingQueue:
         that registered it and do not name their pods themselves."""
         self._move_cycle = self._cycle
         moved = 0
+        label = event.resource + event.action
         for key in self.where.keys_at(UNSCHEDULABLE):
             info = self.infos[key]
             if self._helps(info, event):
-                self._requeue_after_event(info)
+                self._requeue_after_event(info, label)
                 moved += 1
         for plugin in list(self.where.gated_by):
             if plugin in self._targeted_gates:
                 continue
             registered = self._events_of_plugin.get(plugin)
             if registered is None or any(r.covers(event) for r in registered):
-                moved += self.recheck(list(self.where.gated_by.get(plugin, ())))
+                moved += self.recheck(list(self.where.gated_by.get(plugin, ())), label)
         return moved
 
-    def recheck(self, keys: Iterable[str]) -> int:
+    def recheck(self, keys: Iterable[str], event: str = FORCE_ACTIVATE_EVENT) -> int:
         """Run PreEnqueue again for these pods where they are gated; how many it let through."""
         opened = 0
         for key in keys:
             if self.where.get(key) != GATED:
                 continue
             info = self.infos[key]
-            if not self._gate(info):
-                self._requeue_after_event(info)
+            if not self._gate(info, event):
+                self._requeue_after_event(info, event)
                 opened += 1
         return opened
 
@@ -339,13 +363,13 @@ class SchedulingQueue:
         (their verdicts may depend on time)."""
         for plugin in list(self.where.gated_by):
             if plugin not in self._targeted_gates:
-                self.recheck(list(self.where.gated_by.get(plugin, ())))
+                self.recheck(list(self.where.gated_by.get(plugin, ())), UNSCHEDULABLE_TIMEOUT_EVENT)
 
     def take(self, key: str) -> QueuedPodInfo | None:
         """Pull a waiting pod out of the queue to schedule it now (a gang member of the pod being
         scheduled); None when it is gated, in flight, or not here."""
         where = self.where.get(key)
-        if where == GATED and not self._gate(self.infos[key]):
+        if where == GATED and not self._gate(self.infos[key], FORCE_ACTIVATE_EVENT):
             where = ACTIVE  # the gate has just opened (e.g. the gang now has enough members)
         if where not in (ACTIVE, BACKOFF, UNSCHEDULABLE):
             return None
@@ -365,7 +389,7 @@ class SchedulingQueue:
             if info is None or key in self.in_flight:
                 continue
             if self.where.get(key) in (UNSCHEDULABLE, BACKOFF, GATED):
-                self._enqueue(info)
+                self._enqueue(info, FORCE_ACTIVATE_EVENT)
 
     def flush(self) -> None:
         """Backoff that has ended goes to activeQ; pods in the pool too long go back too."""
@@ -378,7 +402,7 @@ class SchedulingQueue:
             if expiry > now:
                 break
             heapq.heappop(self._backoff)
-            self._enqueue(info)
+            self._enqueue(info, BACKOFF_COMPLETE_EVENT)
         limit = self.settings.max_unschedulable_seconds
         # the pool is kept in the order pods entered it, so the scan stops at the first one that
         # has not been there long enough: a tick costs what it moves, not the size of the pool
@@ -389,7 +413,7 @@ class SchedulingQueue:
             overdue.append(key)
         for key in overdue:
             if self.where.get(key) == UNSCHEDULABLE:
-                self._requeue_after_event(self.infos[key])
+                self._requeue_after_event(self.infos[key], UNSCHEDULABLE_TIMEOUT_EVENT)
             else:
                 self._unschedulable_since.pop(key, None)
 

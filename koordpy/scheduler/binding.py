@@ -3,6 +3,7 @@ Bind decision handed to the world, and what its result changes."""
 
 from __future__ import annotations
 
+from koordpy import logs
 from koordpy.api import names
 from koordpy.api.pod import Pod
 from koordpy.framework.cycle_state import CycleState
@@ -13,6 +14,10 @@ from koordpy.framework.status import Code, Status
 from koordpy.framework.waiting import WaitingPod
 from koordpy.queue import SchedulingQueue
 from koordpy.scheduler.core import Binding, SchedulerCore
+
+log = logs.get(__name__)
+# (evaluatedNodes, feasibleNodes) of the search that chose the node, for the line logged on binding
+SEARCH_COUNTS = "koordpy/search-counts"
 
 
 class BindingStage(SchedulerCore):
@@ -67,6 +72,8 @@ class BindingStage(SchedulerCore):
                 )
             if wp.rejected is not None:
                 self.waiting.pop(wp.pod.key)
+                # a waiting pod keeps its deadline and timeout, not when its wait began
+                self.observer.permit_waited("Unschedulable", now - wp.deadline + wp.timeout)
                 info, profile = self._waiting_info.pop(wp.pod.key)
                 profile.run_unreserve(wp.state, wp.pod, wp.node_name)
                 self.cache.forget_pod(wp.pod)
@@ -85,6 +92,7 @@ class BindingStage(SchedulerCore):
                     self.queues[profile.name].done(wp.pod.key)
             elif wp.allowed:
                 self.waiting.pop(wp.pod.key)
+                self.observer.permit_waited("Success", now - wp.deadline + wp.timeout)
                 info, profile = self._waiting_info.pop(wp.pod.key)
                 self._start_binding(profile, info, wp.state, wp.node_name)
         for profile, pod, message in restamp:
@@ -112,6 +120,16 @@ class BindingStage(SchedulerCore):
         pod, profile, node = binding.info.pod, binding.profile, binding.node_name
         queue = self.queues[profile.name]
         if error is None:
+            if v2 := log.v(2):
+                evaluated, feasible = binding.state.read(SEARCH_COUNTS) or (0, 0)
+                v2.info(
+                    "Successfully bound pod to node",
+                    pod=key,
+                    node=node,
+                    evaluatedNodes=evaluated,
+                    feasibleNodes=feasible,
+                    profile=profile.name,
+                )
             self.cache.finish_binding(pod)
             queue.done(key)
             self.outcomes.pop(key, None)

@@ -4,7 +4,7 @@ cache, nominations, waiting pods, the outbox, and each pending pod's latest verd
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
 from koordpy.api import names
@@ -153,8 +153,9 @@ class SchedulerCore:
         self.outbox.append(PodUnschedulable(pod, reason, st.message, profile.name))
         queue.add_unschedulable(info, (st.plugin,) if st.plugin else (), error=st.code == Code.ERROR)
 
-    def _stamp_group(self, profile: Profile, pod: Pod, message: str) -> None:
-        """Give every pending member of the pod's gang group the same explanation."""
+    def _stamp_group(self, profile: Profile, pod: Pod, message: str, attempted: Collection[str] = ()) -> None:
+        """Give every pending member of the pod's gang group the same explanation; only the
+        `attempted` ones were tried in the attempt it explains."""
         group = profile.group
         if group is None:
             return
@@ -163,7 +164,15 @@ class SchedulerCore:
             pending = member.key in self.pods and not self.cache.is_assumed(member.key)
             if pending and self.outcomes.get(member.key) != outcome:
                 self.outcomes[member.key] = outcome
-                self.outbox.append(PodUnschedulable(member, names.UNSCHEDULABLE, message, profile.name))
+                self.outbox.append(
+                    PodUnschedulable(
+                        member,
+                        names.UNSCHEDULABLE,
+                        message,
+                        profile.name,
+                        attempted=member.key in attempted,
+                    )
+                )
 
     # ============================================================================ cache health
     def check_cache(self) -> list[str]:

@@ -8,6 +8,7 @@ import time
 
 import numpy as np
 
+from koordpy import logs
 from koordpy.api import names
 from koordpy.api.pod import Pod
 from koordpy.framework.cycle_state import CycleState
@@ -18,8 +19,10 @@ from koordpy.framework.profile import Profile
 from koordpy.framework.queued import QueuedPodInfo
 from koordpy.framework.status import Code, Status
 from koordpy.queue import SchedulingQueue
-from koordpy.scheduler.binding import BindingStage
+from koordpy.scheduler.binding import SEARCH_COUNTS, BindingStage
 from koordpy.scheduler.core import Attempt, PodOutcome
+
+log = logs.get(__name__)
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
@@ -54,12 +57,15 @@ class PodCycle(BindingStage):
         row, status = self._find_node(profile, state, pod, diagnosis)
         if row is None:
             message = self._handle_failure(profile, queue, info, state, diagnosis, status, post_filter)
+            # as kube-scheduler's, a failed attempt's algorithm latency runs to the end of PostFilter
+            self.observer.algorithm(time.perf_counter() - start)
             failed_on_error = status is not None and status.code == Code.ERROR
             self.observer.attempt(
                 "error" if failed_on_error else "unschedulable", profile.name, time.perf_counter() - start
             )
             return Attempt(message, None if failed_on_error else (state, diagnosis))
         node_name = self.cache.snapshot.node_name(row)
+        self.observer.algorithm(time.perf_counter() - start)
         held = self._assume_and_permit(profile, queue, info, state, node_name)
         self.observer.attempt(
             "scheduled" if held is None else "unschedulable", profile.name, time.perf_counter() - start
@@ -86,8 +92,11 @@ class PodCycle(BindingStage):
         if allowed is not None:
             rows = np.fromiter((snap.row_of[n] for n in allowed if n in snap.row_of), dtype=np.int64)
             rows.sort()
-        # a pod that preempted before tries its nominated node first
-        nominated = pod.nominated_node_name or self.nominator.node_of(pod.key) or ""
+            diagnosis.narrowed(state)
+        # a pod that preempted before tries its nominated node first and takes it when it passes
+        # the filters, without scoring the others (kube-scheduler's evaluateNominatedNode); the
+        # nominator holds the latest nomination, the pod's status may not show it yet
+        nominated = self.nominator.node_of(pod.key) or pod.nominated_node_name or ""
         # room nominated to the other members of the pod's own gang group is not held against it
         group = profile.group
         ignore = group.same_job(pod) if group is not None and self.nominator else None
@@ -96,6 +105,8 @@ class PodCycle(BindingStage):
             if allowed is None or nominated in allowed:
                 one = np.array([nrow], dtype=np.int64)
                 if profile.run_filter_with_nominated(state, pod, one, None, ignore).size:
+                    if logs.enabled(2):
+                        state.write(SEARCH_COUNTS, (1, 1))
                     return nrow, None
         feasible = profile.run_filter_with_nominated(state, pod, rows, diagnosis, ignore)
         if feasible.size == 0:
@@ -103,6 +114,8 @@ class PodCycle(BindingStage):
         to_find = num_feasible_nodes_to_find(profile.percentage_of_nodes_to_score, all_rows.size)
         if feasible.size > to_find:
             feasible = self._sample(feasible, to_find)
+        if logs.enabled(2):
+            state.write(SEARCH_COUNTS, (int(rows.size), int(feasible.size)))
         if feasible.size == 1:
             return int(feasible[0]), None
         st = profile.run_pre_score(state, pod, feasible)
@@ -140,6 +153,7 @@ class PodCycle(BindingStage):
         pod = info.pod
         if status is not None and status.code == Code.ERROR:
             message = status.message
+            log.error("Error scheduling pod; retrying", err=message, pod=pod.key)
             self.outcomes[pod.key] = PodOutcome(names.SCHEDULER_ERROR, message)
             self.outbox.append(PodUnschedulable(pod, names.SCHEDULER_ERROR, message, profile.name))
             queue.add_unschedulable(info, (), error=True)
@@ -151,6 +165,8 @@ class PodCycle(BindingStage):
                 diagnosis.post_filter_msg = result.status.message
             nominated = result.nominated_node
         message = self.fit_message(diagnosis)
+        if v2 := log.v(2):
+            v2.info("Unable to schedule pod; no fit; waiting", pod=pod.key, err=message)
         self.outcomes[pod.key] = PodOutcome(names.UNSCHEDULABLE, message)
         self.outbox.append(PodUnschedulable(pod, names.UNSCHEDULABLE, message, profile.name, nominated))
         queue.add_unschedulable(info, diagnosis.unschedulable_plugins)
@@ -165,6 +181,16 @@ class PodCycle(BindingStage):
         self.observer.preemption(
             profile.name, sum(1 for e in self.outbox[outbox_before:] if isinstance(e, Evict))
         )
+        if v2 := log.v(2):
+            for e in self.outbox[outbox_before:]:
+                if isinstance(e, Evict):
+                    v2.info(
+                        "Preemptor Pod preempted victim Pod",
+                        preemptor=e.preemptor,
+                        victim=e.victim.key,
+                        node=e.node_name,
+                        triggerPod=e.trigger_pod,
+                    )
         if result.nominated_node is not None:
             if result.nominated_node:
                 self.nominator.add(pod, result.nominated_node)

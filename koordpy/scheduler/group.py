@@ -8,6 +8,7 @@ from koordpy.api import names
 from koordpy.api.pod import Pod
 from koordpy.framework.cycle_state import CycleState
 from koordpy.framework.diagnosis import Diagnosis
+from koordpy.framework.effects import PodUnschedulable
 from koordpy.framework.interfaces import BatchResult, GroupPlugin
 from koordpy.framework.profile import Profile
 from koordpy.framework.queued import QueuedPodInfo
@@ -36,7 +37,7 @@ class GroupCycle(PodCycle):
         result = BatchResult([], {})
         no_room = group.plan_batch(info.pod, [i.pod for i in runnable])
         if no_room is not None:
-            trigger = self._no_room(group, queue, runnable, result, *no_room)
+            trigger = self._no_room(profile, group, queue, runnable, result, *no_room)
         else:
             trigger = self._try_members(profile, group, queue, info, runnable, result)
         message = group.batch_end(info.pod, result, self.cache.snapshot.node_count)
@@ -47,7 +48,7 @@ class GroupCycle(PodCycle):
             if post.status.message:
                 message = f"{message}; {post.status.message}"
         if message:
-            self._stamp_group(profile, info.pod, message)
+            self._stamp_group(profile, info.pod, message, frozenset(result.attempted))
 
     def _runnable_members(
         self, queue: SchedulingQueue, info: QueuedPodInfo, members: list[Pod]
@@ -77,6 +78,7 @@ class GroupCycle(PodCycle):
 
     def _no_room(
         self,
+        profile: Profile,
         group: GroupPlugin,
         queue: SchedulingQueue,
         runnable: list[QueuedPodInfo],
@@ -84,11 +86,15 @@ class GroupCycle(PodCycle):
         message: str,
         diagnosis: Diagnosis,
     ) -> Trigger | None:
-        """The planner found no topology domain for the group: nobody is tried."""
+        """The planner found no topology domain for the group: the pass fails for every member
+        before any is placed, and each is told why at once; the group may still be placed as a
+        whole (these are members beyond a minimum already waiting), and then no message of the
+        group's own follows to tell them."""
         for member_info in runnable:
             result.attempted.append(member_info.key)
             result.failed[member_info.key] = message
             self.outcomes[member_info.key] = PodOutcome(names.UNSCHEDULABLE, message)
+            self.outbox.append(PodUnschedulable(member_info.pod, names.UNSCHEDULABLE, message, profile.name))
             queue.add_unschedulable(member_info, (group.NAME,))
         return (runnable[0], CycleState(), diagnosis) if runnable else None
 

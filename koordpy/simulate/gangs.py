@@ -9,7 +9,7 @@ from koordpy.plugins.coscheduling.registry import GANG_REGISTRY
 from koordpy.simulate.loader import Scenario
 from koordpy.simulate.memory import MemoryCluster
 from koordpy.simulate.report import PodGroupResult, Report
-from koordpy.status.podgroup import MemberCounts, occupied_by, settle
+from koordpy.status.podgroup import MemberCounts, occupied_by, settle, with_defaulted_condition
 
 
 def add_pod_groups(world: MemoryCluster, scenario: Scenario, report: Report) -> None:
@@ -38,6 +38,12 @@ def add_pod_groups(world: MemoryCluster, scenario: Scenario, report: Report) -> 
             extras["scheduleStartTime"] = status["scheduleStartTime"]
         if len(gang.group) > 1:
             extras["gangGroup"] = list(gang.group)
+        # the condition the operator writes on a PodGroup (a gang of annotations alone has none on
+        # a cluster, its members' Warning events say the same)
+        defaulted = [f.message() for f in gang.spec.fallbacks] if gang.spec is not None else []
+        conditions = with_defaulted_condition(status, defaulted, now).get("conditions")
+        if conditions:
+            extras["conditions"] = conditions
         report.podGroups.append(
             PodGroupResult(
                 namespace=gang.namespace,

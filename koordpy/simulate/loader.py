@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from koordpy.api.elasticquota import ElasticQuota
 from koordpy.api.errors import SpecError
 from koordpy.api.namespace import Namespace
 from koordpy.api.node import Node
@@ -57,6 +58,8 @@ class Scenario:
     pod_groups: list[PodGroup] = field(default_factory=list)
     pdbs: list[PodDisruptionBudget] = field(default_factory=list)
     topologies: list[dict[str, Any]] = field(default_factory=list)
+    # Both API groups; a quota with a problem is kept: its pods are held, as on a cluster.
+    elastic_quotas: list[ElasticQuota] = field(default_factory=list)
     # Explicit and workload-stamped pods in creation order, as API dicts after defaulting.
     pods: list[dict[str, Any]] = field(default_factory=list)
     sources: dict[tuple[str, str, str], Source] = field(default_factory=dict)
@@ -149,6 +152,8 @@ def load_scenario(
             scenario.namespaces.append(Namespace.from_dict(entry.obj))
         elif kind == "ClusterNetworkTopology":
             scenario.topologies.append(entry.obj)
+        elif kind == "ElasticQuota":
+            scenario.elastic_quotas.append(ElasticQuota.from_dict(entry.obj))
         # PriorityClass entries were handled first: every pod's admission needs all of them.
     scenario.sources = owners
     return scenario

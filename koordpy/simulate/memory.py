@@ -166,6 +166,12 @@ class MemoryCluster:
             status["nominatedNodeName"] = node
         else:
             status.pop("nominatedNodeName", None)
+        # the typed view shows the pod as a read from the API server would; the scheduler is not
+        # told: its nominator has the nomination already, and the update would only requeue the
+        # pod before its backoff is over
+        view = self.views.get(key)
+        if view is not None and view.nominated_node_name != node:
+            self.views[key] = view.with_changes(nominated_node_name=node)
 
     def _evict(self, e: Evict) -> None:
         key = e.victim.key

@@ -45,6 +45,8 @@ API_VERSIONS: dict[str, frozenset[str]] = {
     "PriorityClass": frozenset({"scheduling.k8s.io/v1"}),
     "PodGroup": frozenset({f"{SIGS_GROUP}/v1alpha1", f"{X_K8S_GROUP}/v1alpha1"}),
     "ClusterNetworkTopology": frozenset({"scheduling.koordinator.sh/v1alpha1"}),
+    # Koordinator's (a quota tree) and scheduler-plugins' CapacityScheduling (one per namespace)
+    "ElasticQuota": frozenset({f"{SIGS_GROUP}/v1alpha1", f"{X_K8S_GROUP}/v1alpha1"}),
     "PodDisruptionBudget": frozenset({"policy/v1"}),
     "ReplicaSet": frozenset({"apps/v1"}),
     "Deployment": frozenset({"apps/v1"}),
@@ -620,6 +622,11 @@ KIND_SCHEMAS: dict[str, dict[str, Any]] = {
     },
     # the layers' own shape is the topology's to judge: a bad one makes the object unusable
     "ClusterNetworkTopology": {"metadata": METADATA, "spec": OBJECT},
+    "ElasticQuota": {
+        "metadata": METADATA,
+        "spec": {"min": MapOf(QUANTITY), "max": MapOf(QUANTITY)},
+        "status": {"used": MapOf(QUANTITY)},
+    },
     "PodDisruptionBudget": {
         "metadata": METADATA,
         "spec": {

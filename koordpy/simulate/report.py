@@ -26,6 +26,7 @@ __all__ = [
     "PodResult",
     "PreemptionResult",
     "Report",
+    "quota_line",
     "render_json",
     "render_table",
     "render_yaml",
@@ -244,6 +245,26 @@ def summary_line(report: Report) -> str:
     )
 
 
+def _resources(amounts: Mapping[str, Any] | None) -> str:
+    if not amounts:
+        return "none"
+    return " ".join(f"{name}={value}" for name, value in amounts.items())
+
+
+def quota_line(quota: Mapping[str, Any]) -> str:
+    """One ElasticQuota of the report's `quotas` in a line: what it uses of what it may use now."""
+    head = f"quota {quota['namespace']}/{quota['name']} ({quota['apiGroup']})"
+    if quota.get("problem"):
+        return f"{head}: out of scheduling: {' '.join(str(quota['problem']).split())}"
+    parts = [f"used {_resources(quota.get('used'))}"]
+    if quota.get("runtime") is not None:
+        parts.append(f"runtime {_resources(quota['runtime'])}")
+    parts.append(f"min {_resources(quota.get('min'))}")
+    parts.append(f"max {_resources(quota.get('max'))}")
+    parts.append(_plural(int(quota.get("pendingPods") or 0), "pending pod"))
+    return f"{head}: {'; '.join(parts)}"
+
+
 def render_table(report: Report) -> str:
     lines = _table(
         ("NAMESPACE/NAME", "NODE", "PHASE", "REASON", "MESSAGE"),
@@ -266,6 +287,9 @@ def render_table(report: Report) -> str:
         )
     lines.append("")
     lines.append(summary_line(report))
+    quotas = report.extras.get("quotas")
+    if isinstance(quotas, list):
+        lines += [quota_line(q) for q in quotas if isinstance(q, Mapping)]
     frag = report.extras.get("fragmentation")
     if isinstance(frag, dict) and frag.get("commonRequest"):
         lines.append(

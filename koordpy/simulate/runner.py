@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
+import threading
+import time
 from collections.abc import Callable, Mapping
+from types import TracebackType
+from typing import TextIO
 
 from koordpy.api import names
 from koordpy.config.models import SchedulerConfiguration
@@ -12,6 +17,7 @@ from koordpy.scheduler import Scheduler
 from koordpy.simulate.gangs import add_pod_groups
 from koordpy.simulate.loader import Scenario
 from koordpy.simulate.memory import MemoryCluster
+from koordpy.simulate.quotas import add_quotas
 from koordpy.simulate.report import PodGroupResult, PodResult, PreemptionResult, Report
 from koordpy.status.fragmentation import GPU, fragmentation
 from koordpy.status.topology import TopologySpecError, build_tree, detail_status, parse_layer_chain
@@ -44,6 +50,8 @@ def build_world(scenario: Scenario, config: SchedulerConfiguration) -> MemoryClu
         scheduler.on_object("PodDisruptionBudget", "Add", pdb.raw)
     for topology in scenario.topologies:
         scheduler.on_object("ClusterNetworkTopology", "Add", topology)
+    for quota in scenario.elastic_quotas:
+        scheduler.on_object("ElasticQuota", "Add", quota.raw)
     for hook in SETUP_HOOKS:
         hook(world, scenario)
     with scheduler.bulk():
@@ -52,10 +60,98 @@ def build_world(scenario: Scenario, config: SchedulerConfiguration) -> MemoryClu
     return world
 
 
+class ProgressLine:
+    """How far a long run is, on one line of a terminal rewritten in place: nothing when the
+    stream is not a terminal (a pipe, a file, a test) or when the run ends within `after` seconds.
+    The counts are taken on the simulation's own thread, between batches of decisions; a
+    background thread only writes the latest line."""
+
+    def __init__(
+        self,
+        stream: TextIO,
+        after: float = 2.0,
+        every: float = 0.5,
+        clock: Callable[[], float] = time.monotonic,
+        background: bool = True,
+    ) -> None:
+        self.stream = stream
+        self.after = after
+        self.every = every
+        self.enabled = bool(getattr(stream, "isatty", lambda: False)())
+        self._clock = clock
+        self._started = clock()
+        self._text = ""
+        self._shown = False
+        self._next_count = 0.0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if self.enabled and background:
+            self._thread = threading.Thread(target=self._run, name="progress", daemon=True)
+            self._thread.start()
+
+    def stage(self, text: str) -> None:
+        self._text = text
+
+    def watch(self, world: MemoryCluster) -> None:
+        """Count the pods still pending after each batch of decisions (at most every `every`)."""
+        if not self.enabled:
+            return
+        total = len(world.order)
+
+        def count() -> None:
+            now = self._clock()
+            if now < self._next_count:
+                return
+            self._next_count = now + self.every
+            pending = sum(world.scheduler.pending_counts().values())
+            self._text = (
+                f"scheduling {total:,} pods: {pending:,} pending, virtual time {world.clock.now():.0f}s"
+            )
+
+        world.after_effects.append(count)
+
+    def tick(self) -> None:
+        elapsed = self._clock() - self._started
+        if not self.enabled or elapsed < self.after or not self._text:
+            return
+        width = shutil.get_terminal_size().columns - 1
+        line = f"koordpy: {self._text} ({elapsed:.0f}s)"[: max(width, 20)]
+        self.stream.write(f"\r\x1b[K{line}")
+        self.stream.flush()
+        self._shown = True
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            self.tick()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self._shown:
+            # the line goes away: what follows (the report, an error) starts on a clean line
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+            self._shown = False
+
+    def __enter__(self) -> ProgressLine:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, err: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
 def simulate(
-    scenario: Scenario, config: SchedulerConfiguration, max_virtual_seconds: float = 3600.0
+    scenario: Scenario,
+    config: SchedulerConfiguration,
+    max_virtual_seconds: float = 3600.0,
+    progress: ProgressLine | None = None,
 ) -> Report:
     world = build_world(scenario, config)
+    if progress is not None:
+        progress.watch(world)
     world.run(max_virtual_seconds)
     return build_report(world, scenario)
 
@@ -148,6 +244,7 @@ def build_report(world: MemoryCluster, scenario: Scenario) -> Report:
         extras={},
     )
     add_pod_groups(world, scenario, report)
+    add_quotas(world, scenario, report)
     add_fragmentation(world, report)
     add_topology_status(world, scenario, report)
     for hook in REPORT_HOOKS:
@@ -155,4 +252,12 @@ def build_report(world: MemoryCluster, scenario: Scenario) -> Report:
     return report
 
 
-__all__ = ["REPORT_HOOKS", "SETUP_HOOKS", "PodGroupResult", "build_report", "build_world", "simulate"]
+__all__ = [
+    "REPORT_HOOKS",
+    "SETUP_HOOKS",
+    "PodGroupResult",
+    "ProgressLine",
+    "build_report",
+    "build_world",
+    "simulate",
+]

@@ -4,7 +4,12 @@
 exist -> Scheduling (with scheduleStartTime) until `scheduled` reaches minMember -> Scheduled ->
 Running once running+succeeded reach it; Failed and Finished override.
 `scheduling.x-k8s.io` (scheduler-plugins' controller): Pending -> Scheduling once enough pods exist
--> Running once running+succeeded reach minMember; Failed and Finished override.
+-> Running once running+succeeded reach minMember; Failed and Finished override. Reaching Scheduling
+the first time records scheduleStartTime, as Koordinator's controller does: scheduler-plugins' CRD
+carries the field and its controller reads it, but since its v0.26 releases nothing there writes it
+(before, its Coscheduling plugin set it when the group was first left short of minMember), so
+readers would otherwise never see when scheduling began.
+In both groups occupiedBy is recorded with the step out of Pending: the owners of one member pod.
 
 Each call is one reconcile step: it takes the previous status and returns the next one, so calling
 it on every change walks the same phases a controller would.
@@ -12,10 +17,11 @@ it on every change walks the same phases a controller would.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from koordpy.api import names
 from koordpy.api.pod import Pod
 from koordpy.api.podgroup import SIGS_GROUP
 from koordpy.api.time import format_timestamp
@@ -102,6 +108,7 @@ def next_status(
         if phase == PENDING:
             if counts.total >= min_member:
                 status["phase"] = SCHEDULING
+                status.setdefault("scheduleStartTime", format_timestamp(now))
                 if occupied:
                     status["occupiedBy"] = occupied
             return status
@@ -113,6 +120,8 @@ def next_status(
         status["phase"] = FAILED
     if counts.succeeded >= min_member:
         status["phase"] = FINISHED
+    if api_group != SIGS_GROUP and status["phase"] == SCHEDULING:
+        status.setdefault("scheduleStartTime", format_timestamp(now))
     return status
 
 
@@ -132,3 +141,43 @@ def settle(
             break
         status = nxt
     return status
+
+
+# ---------------------------------------------------------------- gang annotations read otherwise
+# the condition of a PodGroup whose gang annotations the scheduler reads otherwise than written
+ANNOTATIONS_DEFAULTED = "AnnotationsDefaulted"
+# a condition's message is kept well under the 32768 characters the CRD allows
+MAX_CONDITION_MESSAGE = 4096
+
+
+def with_defaulted_condition(
+    status: Mapping[str, Any], messages: Sequence[str], now: float
+) -> dict[str, Any]:
+    """`status` with the condition AnnotationsDefaulted=True naming every gang annotation of the
+    PodGroup that the scheduler reads otherwise than written, and what it uses instead, while
+    there is one; without it once there is none. Other conditions are kept as they are, and the
+    transition time stays while the condition does."""
+    out = dict(status)
+    stored = [c for c in status.get("conditions") or [] if isinstance(c, Mapping)]
+    conditions = [c for c in stored if c.get("type") != ANNOTATIONS_DEFAULTED]
+    if messages:
+        old = next((c for c in stored if c.get("type") == ANNOTATIONS_DEFAULTED), None)
+        since = old.get("lastTransitionTime") if old is not None and old.get("status") == "True" else None
+        message = "; ".join(messages)
+        if len(message) > MAX_CONDITION_MESSAGE:
+            message = message[: MAX_CONDITION_MESSAGE - 3] + "..."
+        conditions.append(
+            {
+                "type": ANNOTATIONS_DEFAULTED,
+                "status": "True",
+                "reason": names.GANG_ANNOTATION_DEFAULTED,
+                "message": message,
+                "lastTransitionTime": since or format_timestamp(now),
+            }
+        )
+    if conditions:
+        out["conditions"] = conditions
+    elif "conditions" in status:
+        # null removes the field in a merge patch; an empty list would stay behind
+        out["conditions"] = None
+    return out

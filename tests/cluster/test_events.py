@@ -2,8 +2,13 @@
 uses): the first of a kind is created; the second turns it into a series with one PATCH
 (`series.count: 2`); later ones are only counted, and the count is written when the series is
 refreshed or finishes (not seen for 6 minutes); a series whose event expired on the server is
-created again, series included. Two events are of a kind when action, reason, regarding object and
-related object match; the note and the type do not count."""
+created again, series included. Two events are of a kind when type, action, reason, reporting
+controller and instance, regarding object and related object match (client-go's eventKey); the note
+does not count.
+
+Each event is reported by the profile it is about (kube-scheduler's recorder per profile, made by
+client-go's NewRecorder(scheme, schedulerName)): reportingController is the schedulerName and
+reportingInstance `<reportingController>-<host>`."""
 
 from __future__ import annotations
 
@@ -14,7 +19,12 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from koordpy.cluster.events import EVENT_NOTE_LIMIT, SERIES_FINISH_SECONDS, EventRecorder
+from koordpy.cluster.events import (
+    EVENT_NOTE_LIMIT,
+    REPORTING_INSTANCE_LIMIT,
+    SERIES_FINISH_SECONDS,
+    EventRecorder,
+)
 from koordpy.kubeapi.client import MERGE_PATCH
 from tests.support.fakeapi import FakeApiServer, Reply
 
@@ -40,10 +50,17 @@ class Recorder:
         action: str = "Scheduling",
         event_type: str = "Warning",
         related: str | None = None,
+        controller: str = "koord-scheduler",
     ) -> None:
         """Record one event and wait until what it leads to was sent."""
         self.events.record(
-            pod_ref(name), event_type, reason, action, note, pod_ref(related) if related else None
+            pod_ref(name),
+            event_type,
+            reason,
+            action,
+            note,
+            pod_ref(related) if related else None,
+            controller=controller,
         )
         assert await self.events.wait_idle(5.0)
 
@@ -126,7 +143,8 @@ async def test_a_series_whose_event_expired_on_the_server_is_created_again(recor
     ("second", "one_series"),
     [
         ({"note": "another note"}, True),
-        ({"event_type": "Normal"}, True),
+        ({"event_type": "Normal"}, False),
+        ({"controller": "default-scheduler"}, False),
         ({"reason": "Scheduled"}, False),
         ({"name": "q"}, False),
         ({"action": "Binding"}, False),
@@ -142,21 +160,65 @@ async def test_what_makes_two_events_one_series(
     assert methods == (["POST", "PATCH"] if one_series else ["POST", "POST"])
 
 
-async def test_the_created_event_says_who_reports_what_about_which_pod(recorder: Recorder) -> None:
+async def test_the_created_event_says_what_about_which_pod(recorder: Recorder) -> None:
     await recorder.record(note="x" * (EVENT_NOTE_LIMIT + 100), related="victim")
     (post,) = recorder.fake.matching("POST", EVENTS)
     body = post.body
-    assert {k: body[k] for k in ("apiVersion", "kind", "reportingController", "reportingInstance")} == {
-        "apiVersion": "events.k8s.io/v1",
-        "kind": "Event",
-        "reportingController": "koordpy",
-        "reportingInstance": "koordpy-0",
-    }
+    assert (body["apiVersion"], body["kind"]) == ("events.k8s.io/v1", "Event")
     assert (body["type"], body["reason"], body["action"]) == ("Warning", "FailedScheduling", "Scheduling")
     assert (body["regarding"], body["related"]) == (pod_ref("p"), pod_ref("victim"))
     assert body["metadata"]["namespace"] == "default" and body["metadata"]["name"].startswith("p.")
     assert len(body["note"].encode()) <= EVENT_NOTE_LIMIT and body["note"].endswith("...")
     assert "series" not in body
+    # events.k8s.io/v1 refuses a deprecatedSource on create: the core/v1 view's From is the
+    # reportingController
+    assert "deprecatedSource" not in body
+
+
+@pytest.mark.parametrize(
+    ("controller", "reporting_controller"),
+    [
+        pytest.param("koord-scheduler", "koord-scheduler", id="a profile"),
+        pytest.param("default-scheduler", "default-scheduler", id="another profile"),
+        pytest.param("example.com/gpu-scheduler", "example.com/gpu-scheduler", id="a prefixed name"),
+        pytest.param(None, "koordpy", id="no profile"),
+        # the apiserver takes only a qualified name: the profile's events are not lost
+        pytest.param("GPU Scheduler", "koordpy", id="a space"),
+        pytest.param("s" * 64, "koordpy", id="a name over 63 characters"),
+        pytest.param("-scheduler", "koordpy", id="not starting alphanumeric"),
+        pytest.param("a/b/c", "koordpy", id="two slashes"),
+        pytest.param("/scheduler", "koordpy", id="an empty prefix"),
+        pytest.param("Example.com/scheduler", "koordpy", id="a prefix that is no DNS subdomain"),
+    ],
+)
+async def test_the_event_is_reported_by_the_profile_it_is_about(
+    fake: FakeApiServer, controller: str | None, reporting_controller: str
+) -> None:
+    fake.on("POST", EVENTS, Reply(201))
+    events = EventRecorder(fake.client(), "host-1")
+    task = asyncio.create_task(events.run())
+    try:
+        if controller is None:
+            events.record(pod_ref("p"), "Normal", "Scheduled", "Binding", "x")
+        else:
+            events.record(pod_ref("p"), "Normal", "Scheduled", "Binding", "x", controller=controller)
+        assert await events.wait_idle(5.0)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    (post,) = fake.matching("POST", EVENTS)
+    assert (post.body["reportingController"], post.body["reportingInstance"]) == (
+        reporting_controller,
+        f"{reporting_controller}-host-1",
+    )
+
+
+async def test_the_reporting_instance_is_cut_to_the_apiservers_limit(recorder: Recorder) -> None:
+    recorder.events.instance = "h" * 200
+    await recorder.record()
+    (post,) = recorder.fake.matching("POST", EVENTS)
+    instance = post.body["reportingInstance"]
+    assert len(instance) == REPORTING_INSTANCE_LIMIT and instance.startswith("koord-scheduler-hhh")
 
 
 async def test_events_beyond_the_queue_bound_are_dropped_and_counted(fake: FakeApiServer) -> None:

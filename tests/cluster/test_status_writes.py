@@ -1,6 +1,13 @@
 """Pod status writes: the PodScheduled=False condition as it is patched, what is not written, and
 the per-pod lane: writes for one pod are serialized, and an older verdict never lands after a
-newer one (verdicts coalesce per pod, the latest wins)."""
+newer one (verdicts coalesce per pod, the latest wins).
+
+The condition's reason is one of kube-scheduler's (core/v1 PodReasonUnschedulable,
+PodReasonSchedulingGated, PodReasonSchedulerError; schedule_one.go handleSchedulingFailure writes
+Unschedulable for a rejection, SchedulerError for an error); koordpy's finer reason leads the
+message. A written verdict on a pod's own attempt is told as a FailedScheduling event (type Warning,
+action Scheduling, note = the condition's message), reported by the pod's profile; a verdict that
+only passes on the gang's outcome, or says a pod is gated, is not."""
 
 from __future__ import annotations
 
@@ -12,9 +19,10 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from koordpy.api import names
 from koordpy.api.pod import Pod
 from koordpy.cluster.events import EventRecorder
-from koordpy.cluster.writes import PodStatusWriter
+from koordpy.cluster.writes import KUBE_REASONS, PodStatusWriter, pod_scheduled
 from koordpy.kubeapi.client import STRATEGIC_MERGE_PATCH
 from tests.builders import pod_dict
 from tests.support.fakeapi import FakeApiServer, Reply, Request, until
@@ -37,8 +45,8 @@ class Verdicts:
         return self.conditions.get(key)
 
 
-def stored_pod(name: str, **status: Any) -> dict[str, Any]:
-    raw = pod_dict(name)
+def stored_pod(name: str, scheduler: str = "koord-scheduler", **status: Any) -> dict[str, Any]:
+    raw = pod_dict(name, spec={"schedulerName": scheduler})
     raw["metadata"]["uid"] = f"uid-{name}"
     raw["status"] = {"phase": "Pending", **status}
     return raw
@@ -101,7 +109,7 @@ async def lanes(fake: FakeApiServer) -> AsyncIterator[Lanes]:
 async def test_the_pod_scheduled_condition_is_a_strategic_merge_patch_of_the_status(lanes: Lanes) -> None:
     raw = lanes.store["default/p"] = stored_pod("p")
     lanes.verdicts.conditions["default/p"] = ("Unschedulable", "0/3 nodes are available: 3 Insufficient cpu.")
-    lanes.writer.mark(view(raw))
+    lanes.writer.mark(view(raw), event=True)
     await lanes.drain()
     (patch,) = lanes.patches("p")
     assert patch.content_type == STRATEGIC_MERGE_PATCH
@@ -117,7 +125,13 @@ async def test_the_pod_scheduled_condition_is_a_strategic_merge_patch_of_the_sta
     }
     assert condition["lastTransitionTime"].endswith("Z")
     (event,) = lanes.fake.matching("POST", EVENTS)
-    assert (event.body["reason"], event.body["note"]) == ("FailedScheduling", condition["message"])
+    assert (event.body["type"], event.body["reason"], event.body["action"], event.body["note"]) == (
+        "Warning",
+        "FailedScheduling",
+        "Scheduling",
+        condition["message"],
+    )
+    assert event.body["reportingController"] == "koord-scheduler"
 
 
 def scheduled(status: str, reason: str, message: str, since: str = "2024-01-01T00:00:00Z") -> dict[str, Any]:
@@ -259,7 +273,7 @@ async def test_a_settling_verdict_is_dropped_when_the_pod_moves_on_in_time(lanes
 async def test_a_settled_verdict_is_written_once_with_its_event(lanes: Lanes) -> None:
     raw = lanes.store["default/g"] = stored_pod("g")
     lanes.verdicts.conditions["default/g"] = ("GangNotReady", "gang default/g has 1 of minMember 2 pods")
-    lanes.writer.mark(view(raw), settle=True)
+    lanes.writer.mark(view(raw), settle=True, event=True)
     await lanes.drain()
     assert len(lanes.patches("g")) == 1
     (event,) = lanes.fake.matching("POST", EVENTS)
@@ -279,7 +293,7 @@ async def test_a_waiting_gangs_condition_is_not_rewritten_as_its_members_arrive(
         for status in lanes.statuses("g"):
             raw["status"] = {**raw["status"], **status}
     (status,) = lanes.statuses("g")
-    assert status["conditions"][0]["message"] == "gang default/g has 1 of minMember 4 pods"
+    assert status["conditions"][0]["message"] == "GangNotReady: gang default/g has 1 of minMember 4 pods"
     # a verdict of another kind is written at once
     lanes.verdicts.conditions["default/g"] = ("Unschedulable", "0/4 nodes are available: 4 Insufficient cpu.")
     lanes.writer.mark(view(raw))
@@ -315,8 +329,145 @@ async def test_a_pod_gone_from_the_server_is_not_an_error(lanes: Lanes) -> None:
     lanes.fake.on("PATCH", POD_STATUS, Reply.error(404, "NotFound", 'pods "p" not found'))
     raw = lanes.store["default/p"] = stored_pod("p")
     lanes.verdicts.conditions["default/p"] = ("Unschedulable", "no")
-    lanes.writer.mark(view(raw))
+    lanes.writer.mark(view(raw), event=True)
     await lanes.drain()
     # counted as a failed write; no event claims a condition that was never written
     assert lanes.outcomes == [("pod_condition", False)]
+    assert lanes.fake.matching("POST", EVENTS) == []
+
+
+# ---------------------------------------------------------------------------------- kube's reasons
+@pytest.mark.parametrize(
+    ("verdict", "condition"),
+    [
+        pytest.param(
+            ("Unschedulable", "0/3 nodes are available: 3 Insufficient cpu."),
+            ("Unschedulable", "0/3 nodes are available: 3 Insufficient cpu."),
+            id="kube's own reason as it is",
+        ),
+        pytest.param(
+            ("SchedulingGated", "Scheduling is blocked due to non-empty scheduling gates"),
+            ("SchedulingGated", "Scheduling is blocked due to non-empty scheduling gates"),
+            id="gated as the apiserver says it",
+        ),
+        pytest.param(
+            ("SchedulerError", "binding rejected: the server is shutting down"),
+            ("SchedulerError", "binding rejected: the server is shutting down"),
+            id="an error",
+        ),
+        pytest.param(
+            ("GangNotReady", "gang default/g has 1 of minMember 2 pods"),
+            ("Unschedulable", "GangNotReady: gang default/g has 1 of minMember 2 pods"),
+            id="a gang not ready is a rejection",
+        ),
+        pytest.param(
+            ("InvalidSpec", "spec.containers[0].resources.requests.cpu: too large"),
+            ("Unschedulable", "InvalidSpec: spec.containers[0].resources.requests.cpu: too large"),
+            id="an invalid spec is a rejection",
+        ),
+        pytest.param(
+            ("NetworkTopologyUnavailable", "no topology"),
+            ("Unschedulable", "NetworkTopologyUnavailable: no topology"),
+            id="no topology is a rejection",
+        ),
+        pytest.param(("SomethingNew", "why"), ("Unschedulable", "SomethingNew: why"), id="an unknown reason"),
+        pytest.param(("GangNotReady", ""), ("Unschedulable", "GangNotReady"), id="no message"),
+    ],
+)
+def test_the_condition_says_koordpys_verdict_with_kubes_reason(
+    verdict: tuple[str, str], condition: tuple[str, str]
+) -> None:
+    assert pod_scheduled(*verdict) == condition
+
+
+def test_every_reason_written_is_one_of_kubes() -> None:
+    kube = {names.UNSCHEDULABLE, names.SCHEDULING_GATED, names.SCHEDULER_ERROR}
+    assert set(KUBE_REASONS.values()) <= kube
+    assert {r for r in kube if KUBE_REASONS[r] != r} == set()
+
+
+async def test_a_finer_verdict_is_written_with_kubes_reason_and_leads_the_message(lanes: Lanes) -> None:
+    raw = lanes.store["default/g"] = stored_pod("g", scheduler="gang-scheduler")
+    lanes.verdicts.conditions["default/g"] = ("GangNotReady", "gang default/g has 1 of minMember 2 pods")
+    lanes.writer.mark(view(raw), event=True)
+    await lanes.drain()
+    ((condition,),) = [s["conditions"] for s in lanes.statuses("g")]
+    assert (condition["reason"], condition["message"]) == (
+        "Unschedulable",
+        "GangNotReady: gang default/g has 1 of minMember 2 pods",
+    )
+    (event,) = lanes.fake.matching("POST", EVENTS)
+    assert (event.body["note"], event.body["reportingController"]) == (condition["message"], "gang-scheduler")
+
+
+@pytest.mark.parametrize(
+    ("stored", "written"),
+    [
+        pytest.param(scheduled("False", "Unschedulable", "GangNotReady: g"), False, id="as written before"),
+        # what an earlier koordpy wrote is brought to kube's reason
+        pytest.param(scheduled("False", "GangNotReady", "g"), True, id="the fine reason as the reason"),
+        pytest.param(scheduled("False", "Unschedulable", "g"), True, id="the message without the reason"),
+    ],
+)
+async def test_the_stored_condition_is_compared_as_it_is_written(
+    lanes: Lanes, stored: dict[str, Any], written: bool
+) -> None:
+    raw = lanes.store["default/p"] = stored_pod("p", conditions=[stored])
+    lanes.verdicts.conditions["default/p"] = ("GangNotReady", "g")
+    lanes.writer.mark(view(raw), event=True)
+    await lanes.drain()
+    assert len(lanes.patches("p")) == (1 if written else 0)
+
+
+# ---------------------------------------------------------------------------------- events
+@pytest.mark.parametrize(
+    ("marks", "events"),
+    [
+        pytest.param([True], 1, id="the pod was attempted"),
+        pytest.param([False], 0, id="only told its gang's outcome"),
+        # verdicts coalesce into one write of the latest, which says whether it is an attempt's
+        pytest.param([True, False], 0, id="attempted then told"),
+        pytest.param([False, True], 1, id="told then attempted"),
+        pytest.param([True, None], 1, id="attempted then nominated"),
+    ],
+)
+async def test_only_a_verdict_on_the_pods_own_attempt_is_told_as_an_event(
+    lanes: Lanes, marks: list[bool | None], events: int
+) -> None:
+    raw = lanes.store["default/p"] = stored_pod("p")
+    for i, event in enumerate(marks):
+        if event is None:
+            lanes.writer.mark(view(raw), nominated="n1")
+            continue
+        lanes.verdicts.conditions["default/p"] = ("Unschedulable", f"gang default/g verdict {i}")
+        lanes.writer.mark(view(raw), event=event)
+    await lanes.drain()
+    # the condition is state: written whoever was attempted
+    (status,) = lanes.statuses("p")
+    assert status["conditions"][0]["message"].startswith("gang default/g verdict ")
+    assert len(lanes.fake.matching("POST", EVENTS)) == events
+
+
+async def test_a_settling_attempt_overtaken_by_the_gangs_outcome_is_not_told(lanes: Lanes) -> None:
+    raw = lanes.store["default/g"] = stored_pod("g")
+    lanes.verdicts.conditions["default/g"] = ("GangNotReady", "gang default/g has 1 of minMember 2 pods")
+    lanes.writer.mark(view(raw), settle=True, event=True)
+    # the gang completed and failed as a whole before the verdict settled; this member was not tried
+    lanes.verdicts.conditions["default/g"] = ("Unschedulable", "gang default/g cannot be placed as a whole")
+    lanes.writer.mark(view(raw), event=False)
+    await lanes.drain()
+    (status,) = lanes.statuses("g")
+    assert status["conditions"][0]["message"] == "gang default/g cannot be placed as a whole"
+    assert lanes.fake.matching("POST", EVENTS) == []
+
+
+async def test_a_gated_pod_gets_its_condition_and_no_event(lanes: Lanes) -> None:
+    raw = lanes.store["default/p"] = stored_pod("p")
+    lanes.verdicts.conditions["default/p"] = (
+        "SchedulingGated",
+        "Scheduling is blocked due to non-empty scheduling gates",
+    )
+    lanes.writer.mark(view(raw), event=True)
+    await lanes.drain()
+    assert len(lanes.patches("p")) == 1
     assert lanes.fake.matching("POST", EVENTS) == []

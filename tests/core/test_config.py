@@ -100,7 +100,9 @@ def test_score_weight_from_config_overrides_default() -> None:
             {"apiVersion": "v2", "kind": "KubeSchedulerConfiguration"}, "apiVersion", id="wrong-api-version"
         ),
         pytest.param(
-            {"profiles": [{"schedulerName": "a"}, {"schedulerName": "a"}]}, "", id="duplicate-scheduler-name"
+            {"profiles": [{"schedulerName": "a"}, {"schedulerName": "a"}]},
+            "profiles[1].schedulerName",
+            id="duplicate-scheduler-name",
         ),
     ],
 )

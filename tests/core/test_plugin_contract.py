@@ -83,6 +83,8 @@ class FilterByNameOnly(Plugin):
                 "preEnqueue",
                 "preFilter",
                 "postFilter",
+                "preScore",
+                "score",
                 "reserve",
                 "permit",
                 "preBind",

@@ -27,6 +27,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 import yaml
 from kubernetes_asyncio import client
@@ -63,8 +64,9 @@ DEFAULT_KINDS = Counter(
     {
         "ServiceAccount": 1,
         "ConfigMap": 1,
-        "CustomResourceDefinition": 3,
-        "ClusterRole": 1,
+        "CustomResourceDefinition": 5,
+        # koordpy's own, and <release>-metrics-reader for scrapers
+        "ClusterRole": 2,
         "ClusterRoleBinding": 1,
         "Role": 1,
         "RoleBinding": 1,
@@ -176,29 +178,37 @@ def test_deployment_runs_two_leader_elected_replicas_locked_down(helm: str) -> N
     assert spec["selector"]["matchLabels"].items() <= spec["template"]["metadata"]["labels"].items()
     assert container["image"] == "koordpy:0.1.0"
     args = container["args"]
-    assert args[:5] == [
+    assert args == [
         "--config=/etc/koordpy/config.yaml",
         "--leader-elect",
-        "--lease-name=koordpy",
-        f"--lease-namespace={NAMESPACE}",
-        "--metrics-port=10259",
+        "--leader-elect-resource-name=koordpy",
+        f"--leader-elect-resource-namespace={NAMESPACE}",
+        "--secure-port=10259",
+        "--v=0",
+        "--logging-format=text",
     ]
-    # the flags parse as `koordpy run` reads them
+    # the flags parse as `koordpy run` reads them, kube-scheduler's names, none of them deprecated
     from koordpy.cli import build_parser
+    from koordpy.cluster.flags import deprecation_warnings
 
     parsed = build_parser().parse_args(["run", *args])
     assert (
         parsed.config,
         parsed.leader_elect,
-        parsed.lease_name,
-        parsed.lease_namespace,
-        parsed.metrics_port,
-    ) == ("/etc/koordpy/config.yaml", True, "koordpy", NAMESPACE, 10259)
+        parsed.leader_elect_resource_name,
+        parsed.leader_elect_resource_namespace,
+        parsed.secure_port,
+        parsed.v,
+        parsed.logging_format,
+    ) == ("/etc/koordpy/config.yaml", True, "koordpy", NAMESPACE, 10259, 0, "text")
+    assert deprecation_warnings(parsed) == []
 
+    # kube-scheduler's secure port; the probes need no token there, and the kubelet does not
+    # verify the certificate of an HTTPS probe
     (port,) = container["ports"]
-    assert (port["name"], port["containerPort"]) == ("metrics", 10259)
-    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
-    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    assert (port["name"], port["containerPort"]) == ("https-metrics", 10259)
+    for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+        assert container[probe]["httpGet"] == {"path": path, "port": "https-metrics", "scheme": "HTTPS"}
 
     pod_security = pod["securityContext"]
     assert pod_security["runAsNonRoot"] is True
@@ -225,7 +235,8 @@ def test_optional_pod_settings(helm: str) -> None:
         'tolerations=[{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}]',
         "replicas=3",
         "image.tag=dev",
-        "logLevel=debug",
+        "verbosity=2",
+        "loggingFormat=json",
     )
     deployment = only(docs, "Deployment")
     pod = deployment["spec"]["template"]["spec"]
@@ -234,7 +245,11 @@ def test_optional_pod_settings(helm: str) -> None:
     assert pod["tolerations"][0]["key"] == "node-role.kubernetes.io/control-plane"
     assert deployment["spec"]["replicas"] == 3
     assert pod["containers"][0]["image"] == "koordpy:dev"
-    assert "--log-level=debug" in pod["containers"][0]["args"]
+    assert {"--v=2", "--logging-format=json"} <= set(pod["containers"][0]["args"])
+    # a values file of the earlier chart still works: its logLevel becomes the deprecated flag
+    earlier = only(render(helm, "logLevel=debug"), "Deployment")["spec"]["template"]["spec"]
+    args = earlier["containers"][0]["args"]
+    assert "--log-level=debug" in args and not any(a.startswith("--v=") for a in args)
 
 
 def test_the_configmap_holds_a_configuration_koordpy_accepts(helm: str) -> None:
@@ -287,8 +302,8 @@ def test_more_than_one_replica_needs_leader_election(helm: str) -> None:
 
     docs = render(helm, "leaderElection.enabled=false", "replicas=1")
     args = only(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert "--no-leader-elect" in args
-    assert not any(a.startswith("--lease") for a in args)
+    assert "--leader-elect=false" in args
+    assert not any(a.startswith(("--lease", "--leader-elect-")) for a in args)
     assert scheduler_config(docs)["leaderElection"]["leaderElect"] is False
     assert "Role" not in {d["kind"] for d in docs}, "no Lease, no Role for it"
 
@@ -304,8 +319,27 @@ def test_service_exposes_the_metrics_port_of_the_pods(helm: str) -> None:
     service = only(docs, "Service")
     pod_template = only(docs, "Deployment")["spec"]["template"]
     (port,) = service["spec"]["ports"]
-    assert (port["name"], port["port"], port["targetPort"]) == ("metrics", 10259, "metrics")
+    assert (port["name"], port["port"], port["targetPort"]) == ("https-metrics", 10259, "https-metrics")
     assert service["spec"]["selector"].items() <= pod_template["metadata"]["labels"].items()
+
+
+def test_a_plain_http_port_only_when_asked_for(helm: str) -> None:
+    docs = render(helm, "metrics.insecurePort=10251")
+    (container,) = only(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert "--insecure-port=10251" in container["args"]
+    assert {(p["name"], p["containerPort"]) for p in container["ports"]} == {
+        ("https-metrics", 10259),
+        ("http-metrics", 10251),
+    }
+    ports = {(p["name"], p["port"], p["targetPort"]) for p in only(docs, "Service")["spec"]["ports"]}
+    assert ports == {("https-metrics", 10259, "https-metrics"), ("http-metrics", 10251, "http-metrics")}
+    from koordpy.cli import build_parser
+
+    assert build_parser().parse_args(["run", *container["args"]]).insecure_port == 10251
+    assert not any(
+        a.startswith("--insecure-port")
+        for a in only(render(helm), "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    )
 
 
 def test_service_monitor_only_when_enabled(helm: str) -> None:
@@ -324,8 +358,13 @@ def test_service_monitor_only_when_enabled(helm: str) -> None:
     assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
     assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
     (endpoint,) = monitor["spec"]["endpoints"]
-    assert endpoint["port"] == service["spec"]["ports"][0]["name"]
+    assert endpoint["port"] == service["spec"]["ports"][0]["name"] == "https-metrics"
     assert (endpoint["path"], endpoint["interval"]) == ("/metrics", "15s")
+    # as kube-prometheus scrapes kube-scheduler: HTTPS, Prometheus's own token, the self-signed
+    # certificate not verified
+    assert endpoint["scheme"] == "https"
+    assert endpoint["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    assert endpoint["tlsConfig"] == {"insecureSkipVerify": True}
 
 
 # ---------------------------------------------------------------------------------------------- CRDs
@@ -362,6 +401,56 @@ def test_rendered_crds_are_the_repository_crds_kept_on_uninstall(helm: str) -> N
     assert "CustomResourceDefinition" not in {d["kind"] for d in render(helm, "crds.install=false")}
 
 
+# each CRD's own switch under crds (values.yaml)
+CRD_SWITCHES = {
+    "crds.podGroupsSigs": "podgroups.scheduling.sigs.k8s.io",
+    "crds.podGroupsXK8s": "podgroups.scheduling.x-k8s.io",
+    "crds.clusterNetworkTopologies": "clusternetworktopologies.scheduling.koordinator.sh",
+    "crds.elasticQuotasSigs": "elasticquotas.scheduling.sigs.k8s.io",
+    "crds.elasticQuotasXK8s": "elasticquotas.scheduling.x-k8s.io",
+}
+
+
+def rendered_crds(helm: str, *sets: str) -> set[str]:
+    return {d["metadata"]["name"] for d in render(helm, *sets) if d["kind"] == "CustomResourceDefinition"}
+
+
+def test_every_crd_has_a_switch_of_its_own() -> None:
+    repo = {
+        doc["metadata"]["name"]
+        for p in REPO_CRDS.glob("*.yaml")
+        for doc in yaml.safe_load_all(p.read_text())
+        if doc
+    }
+    assert set(CRD_SWITCHES.values()) == repo
+    values = yaml.safe_load((CHART / "values.yaml").read_text())["crds"]
+    schema = json.loads((CHART / "values.schema.json").read_text())["properties"]["crds"]["properties"]
+    for switch in CRD_SWITCHES:
+        key = switch.removeprefix("crds.")
+        assert values[key] is True, f"{switch} is on by default"
+        assert schema[key] == {"type": "boolean"}, switch
+
+
+@pytest.mark.parametrize(("switch", "crd"), CRD_SWITCHES.items(), ids=CRD_SWITCHES.keys())
+def test_each_switch_leaves_out_its_own_crd_alone(helm: str, switch: str, crd: str) -> None:
+    assert rendered_crds(helm, f"{switch}=false") == set(CRD_SWITCHES.values()) - {crd}
+    only_this = [f"{other}=false" for other in CRD_SWITCHES if other != switch]
+    assert rendered_crds(helm, *only_this) == {crd}
+    # crds.install stays the switch of them all, as in values files written before the others
+    assert rendered_crds(helm, "crds.install=false", f"{switch}=true") == set()
+
+
+def test_a_crd_file_without_a_switch_stops_the_render(helm: str, tmp_path: Path) -> None:
+    chart = tmp_path / "koordpy"
+    shutil.copytree(CHART, chart)  # the link to crds/ becomes a copy that can be added to
+    extra = yaml.safe_load((REPO_CRDS / "scheduling.x-k8s.io_podgroups.yaml").read_text())
+    extra["metadata"]["name"] = "podgroups.example.com"
+    (chart / "files" / "crds" / "example.com_podgroups.yaml").write_text(yaml.safe_dump(extra))
+    result = run_helm(helm, "template", RELEASE, str(chart), check=False)
+    assert result.returncode != 0
+    assert "podgroups.example.com has no switch" in result.stderr
+
+
 def test_packaged_chart_carries_the_crds_as_files(helm: str, tmp_path: Path) -> None:
     run_helm(helm, "package", str(CHART), "--destination", str(tmp_path))
     (archive,) = tmp_path.glob("koordpy-*.tgz")
@@ -385,7 +474,7 @@ def _rules_with_reasons(template: Path) -> list[tuple[dict, str]]:
         stripped = lines[i].strip()
         if stripped.startswith("#"):
             comment.append(stripped.lstrip("#").strip())
-        elif stripped.startswith("- apiGroups:"):
+        elif stripped.startswith(("- apiGroups:", "- nonResourceURLs:")):
             block = [lines[i]]
             indent = len(lines[i]) - len(lines[i].lstrip())
             while i + 1 < len(lines) and (
@@ -413,14 +502,22 @@ def test_every_verb_is_justified(template: str) -> None:
         justified = set()
         for head in re.findall(r"(?:^|\s)((?:[a-z]+, )*[a-z]+):", reason):
             justified.update(head.split(", "))
+        what = rule.get("resources", rule.get("nonResourceURLs"))
         missing = set(rule["verbs"]) - justified
-        assert not missing, f"{template}: {rule['resources']}: no reason given for {sorted(missing)}"
-        assert "*" not in rule["verbs"] and "*" not in rule["resources"] and "*" not in rule["apiGroups"]
+        assert not missing, f"{template}: {what}: no reason given for {sorted(missing)}"
+        assert "*" not in rule["verbs"] and "*" not in what and "*" not in rule.get("apiGroups", [])
+
+
+def _cluster_role(docs: list[dict], suffix: str = "") -> dict:
+    (role,) = [
+        d for d in docs if d["kind"] == "ClusterRole" and d["metadata"]["name"] == f"{RELEASE}{suffix}"
+    ]
+    return role
 
 
 def test_rbac_grants_no_secrets_no_writes_to_nodes_and_no_escalation(helm: str) -> None:
     docs = render(helm)
-    rules = only(docs, "ClusterRole")["rules"] + only(docs, "Role")["rules"]
+    rules = _cluster_role(docs)["rules"] + only(docs, "Role")["rules"]
     for rule in rules:
         resources = set(rule["resources"])
         verbs = set(rule["verbs"])
@@ -430,6 +527,52 @@ def test_rbac_grants_no_secrets_no_writes_to_nodes_and_no_escalation(helm: str) 
         assert rule["apiGroups"] != ["rbac.authorization.k8s.io"], rule
     (lease_named,) = [r for r in only(docs, "Role")["rules"] if "resourceNames" in r]
     assert lease_named["resourceNames"] == ["koordpy"]
+
+
+def test_rbac_for_the_secure_port(helm: str) -> None:
+    """koordpy may ask the apiserver who a token is and what that user may get (as kube-scheduler's
+    system:kube-scheduler role may); scrapers get a role that grants get on /metrics, bound to the
+    subjects the values name."""
+    docs = render(helm)
+    rules = _cluster_role(docs)["rules"]
+    assert {
+        "apiGroups": ["authentication.k8s.io"],
+        "resources": ["tokenreviews"],
+        "verbs": ["create"],
+    } in rules
+    assert {
+        "apiGroups": ["authorization.k8s.io"],
+        "resources": ["subjectaccessreviews"],
+        "verbs": ["create"],
+    } in rules
+    reader = _cluster_role(docs, "-metrics-reader")
+    assert reader["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    bindings = [d for d in docs if d["kind"] == "ClusterRoleBinding"]
+    assert [b["roleRef"]["name"] for b in bindings] == [RELEASE], "nobody is bound to the reader unasked"
+
+    subjects = [
+        {"kind": "ServiceAccount", "name": "prometheus-k8s", "namespace": "monitoring"},
+        {"kind": "ServiceAccount", "name": "scraper"},
+        {"kind": "Group", "name": "scrapers"},
+    ]
+    docs = render(helm, "metrics.reader.subjects=" + json.dumps(subjects))
+    (binding,) = [
+        d for d in docs if d["kind"] == "ClusterRoleBinding" and d["metadata"]["name"].endswith("-reader")
+    ]
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": f"{RELEASE}-metrics-reader",
+    }
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "prometheus-k8s", "namespace": "monitoring"},
+        {"kind": "ServiceAccount", "name": "scraper", "namespace": NAMESPACE},
+        {"kind": "Group", "name": "scrapers", "apiGroup": "rbac.authorization.k8s.io"},
+    ]
+    kinds = {
+        d["metadata"]["name"] for d in render(helm, "metrics.reader.create=false") if "Role" in d["kind"]
+    }
+    assert not {n for n in kinds if n.endswith("-reader")}
 
 
 # ---------------------------------------------------------------------------------------------- the apiserver
@@ -482,6 +625,27 @@ async def test_the_apiserver_accepts_every_rendered_object(
                 applied += 1
     assert not rejected, "the apiserver rejected:\n" + "\n".join(rejected)
     assert applied == sum(DEFAULT_KINDS.values())
+
+
+@pytest.mark.parametrize(("switch", "crd"), CRD_SWITCHES.items(), ids=CRD_SWITCHES.keys())
+async def test_install_beside_crds_someone_else_installed(
+    helm: str, control_plane: ControlPlane, kube_api: client.ApiClient, switch: str, crd: str
+) -> None:
+    """The test apiserver has every CRD already, created outside Helm, as a cluster with Koordinator
+    and scheduler-plugins has: Helm refuses a release that would take one over, and installs one
+    that leaves each of them out by its own switch."""
+    await _ensure_namespace(kube_api, NAMESPACE)
+    release = f"crds-{uuid.uuid4().hex[:6]}"
+    install = ["install", release, str(CHART), "--kubeconfig", str(control_plane.kubeconfig)]
+    install += ["--namespace", NAMESPACE, "--dry-run=server"]
+    others_off = [a for other in CRD_SWITCHES if other != switch for a in ("--set", f"{other}=false")]
+    refused = run_helm(helm, *install, *others_off, check=False)
+    assert refused.returncode != 0
+    assert f'CustomResourceDefinition "{crd}"' in refused.stderr and "cannot be imported" in refused.stderr
+    accepted = run_helm(helm, *install, *others_off, "--set", f"{switch}=false")
+    assert "Not installed by this release" in accepted.stdout
+    for name in CRD_SWITCHES.values():
+        assert f"  - {name}" in accepted.stdout, "NOTES name every CRD left to others"
 
 
 # ---------------------------------------------------------------------------------- the chart's RBAC at work
@@ -551,6 +715,9 @@ async def installed(
         "schedulerConfig.podInitialBackoffSeconds=1",
         "--set",
         "schedulerConfig.podMaxBackoffSeconds=2",
+        # a scraper of the release's own, to read /metrics on the secure port with
+        "--set-json",
+        'metrics.reader.subjects=[{"kind": "ServiceAccount", "name": "scraper"}]',
     )
     info["notes"] = result.stdout
     try:
@@ -648,15 +815,16 @@ async def test_the_charts_rbac_is_enough_for_koordpy(
             }
         )
     )
-    args = [a for a in pod_spec.containers[0].args if not a.startswith(("--config", "--metrics-port"))]
+    args = [a for a in pod_spec.containers[0].args if not a.startswith(("--config", "--secure-port"))]
     identity = f"chart-{uuid.uuid4().hex[:6]}"
+    secure_port = free_port()
     args += [
         "--config",
         str(config_path),
         "--kubeconfig",
         str(kubeconfig),
-        "--metrics-port",
-        str(free_port()),
+        "--secure-port",
+        str(secure_port),
         "--bind-address",
         "127.0.0.1",
         "--identity",
@@ -689,6 +857,7 @@ async def test_the_charts_rbac_is_enough_for_koordpy(
         with koordpy_process("run", args, logs["run"]) as run:
             processes = {"run": run}
             await _exercise(core, custom, kube_api, ns, scheduler, suffix, low, high, processes, logs)
+            await _scrape_as_the_chart_allows(core, ns, secure_port)
 
             lease = await client.CoordinationV1Api(kube_api).read_namespaced_lease(installed["lease"], ns)
             assert lease.spec.holder_identity == identity
@@ -702,6 +871,26 @@ async def test_the_charts_rbac_is_enough_for_koordpy(
         for name in (low, high):
             with contextlib.suppress(ApiException):
                 await scheduling.delete_priority_class(name)
+
+
+async def _scrape_as_the_chart_allows(core: client.CoreV1Api, ns: str, port: int) -> None:
+    """The secure port with the chart's RBAC: koordpy's ClusterRole lets it review the scraper's
+    token and access (TokenReview, SubjectAccessReview), the metrics-reader binding lets the
+    scraper in; without a token the caller is system:anonymous, who is not let in."""
+    await core.create_namespaced_service_account(
+        ns, client.V1ServiceAccount(metadata=client.V1ObjectMeta(name="scraper"))
+    )
+    token = await core.create_namespaced_service_account_token(
+        "scraper", ns, client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[]))
+    )
+    url = f"https://127.0.0.1:{port}/metrics"
+    async with aiohttp.ClientSession() as http:
+        headers = {"Authorization": f"Bearer {token.status.token}"}
+        async with http.get(url, headers=headers, ssl=False) as response:
+            assert response.status == 200, await response.text()
+            assert "scheduler_schedule_attempts_total" in await response.text()
+        async with http.get(url, ssl=False) as response:
+            assert response.status == 403, await response.text()
 
 
 async def _exercise(

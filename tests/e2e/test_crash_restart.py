@@ -108,7 +108,10 @@ class Koordpy:
                 LAUNCHER,
                 "run",
                 *args,
-                "--metrics-port",
+                # plain HTTP: only readiness is read here; the secure port has tests of its own
+                "--secure-port",
+                "0",
+                "--insecure-port",
                 str(self.port),
                 "--bind-address",
                 "127.0.0.1",

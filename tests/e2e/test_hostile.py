@@ -155,8 +155,11 @@ async def test_hostile_objects_stop_nobody_and_each_says_why(
             return said
 
         said = await eventually(each_hostile_explained, timeout=60, what="a condition on every hostile pod")
-        # beyond the largest amount koordpy compares exactly: refused with the field, not misjudged
-        assert said["cpu-1e18"].startswith("InvalidSpec: spec.containers[0].resources.requests.cpu: "), said
+        # beyond the largest amount koordpy compares exactly: refused with the field, not misjudged;
+        # kube's reason, so autoscalers see the pod, and koordpy's own leading the message
+        assert said["cpu-1e18"].startswith(
+            "Unschedulable: InvalidSpec: spec.containers[0].resources.requests.cpu: "
+        ), said
         assert "more example.com/gpu than koordpy schedules" in said["gpu-1e20"], said
 
         status, body = await proc.get("/healthz")

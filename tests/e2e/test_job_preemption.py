@@ -262,6 +262,9 @@ async def test_gang_preempts_the_cheapest_job_and_is_bound_once_it_is_gone(
         assert nominated.nominated == node2, nominated.obj["status"]
         assert {s.nominated for s in watch.of(name) if s.nominated} == {node2}
         bound = watch.first(name, "bound", lambda s: s.node_name)
+        # the scheduler honours the nomination: the member is bound on the node it was last given
+        given = [s.nominated for s in watch.of(name) if s.nominated and not s.node_name]
+        assert bound.node_name == given[-1], (bound.node_name, given)
         assert bound.node_name == node2
         assert bound.seq > victims_gone, f"{name} bound before the victims were gone"
         assert {s.node_name for s in watch.of(name) if s.node_name} == {node2}
@@ -277,5 +280,5 @@ async def test_gang_preempts_the_cheapest_job_and_is_bound_once_it_is_gone(
     trigger = message.match(messages.pop())
     assert trigger is not None
     for e in events:
-        assert e.reporting_controller == "koordpy"
+        assert e.reporting_controller == SCHEDULER_NAME
         assert e.note == f"Preempted by {namespace}/{trigger.group(1)} on node {node2}"

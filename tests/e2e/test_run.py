@@ -27,7 +27,7 @@ import yaml
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from koordpy.cluster.http import HealthServer
+from koordpy.cluster.http import Endpoints, HealthCheck, Listener
 from koordpy.cluster.world import KubeWorld
 from koordpy.config.models import SchedulerConfiguration, parse_configuration
 from koordpy.framework.clock import RealClock
@@ -183,8 +183,9 @@ async def test_pods_are_bound_and_run(
     events = await eventually(scheduled_events, what="a Scheduled event per pod")
     assert sorted(e.regarding.name for e in events) == sorted(names)
     for e in events:
-        assert e.reporting_controller == "koordpy"
-        assert e.reporting_instance == world.identity
+        # kube-scheduler's recorder per profile: reported by the schedulerName, from this instance
+        assert e.reporting_controller == SCHEDULER_NAME
+        assert e.reporting_instance == f"{SCHEDULER_NAME}-{world.identity}"
         assert e.type == "Normal"
         assert (
             e.note
@@ -219,7 +220,7 @@ async def test_unschedulable_pod_gets_condition_and_event(
     events = await eventually(failed_events, what="a FailedScheduling event")
     event = events[0]
     assert event.type == "Warning"
-    assert event.reporting_controller == "koordpy"
+    assert event.reporting_controller == SCHEDULER_NAME
     assert event.regarding.name == name
     assert event.note.startswith("0/")
     assert (await core.read_namespaced_pod(name, namespace)).spec.node_name is None
@@ -315,9 +316,11 @@ async def test_apiserver_restart_is_survived(
 async def test_metrics_health_and_readiness(
     world: KubeWorld, core: client.CoreV1Api, namespace: str, nodes: str
 ) -> None:
-    server = HealthServer(
-        world.metrics, lambda: (world.synced(), "not synced"), lambda: (True, ""), host="127.0.0.1", port=0
+    endpoints = Endpoints(
+        world.metrics,
+        readyz=[HealthCheck("sched-handler-sync", lambda: None if world.synced() else "not synced")],
     )
+    server = Listener(endpoints.application(), "127.0.0.1", 0)
     await server.start()
     try:
         names = await create_pods(core, namespace, nodes, 2)
@@ -385,7 +388,7 @@ async def test_preemption_marks_deletes_and_reports_the_victim(
 
         events = await eventually(preempted_events, what="a Preempted event")
         assert [e.regarding.name for e in events] == [victim]
-        assert events[0].reporting_controller == "koordpy"
+        assert events[0].reporting_controller == SCHEDULER_NAME
         assert events[0].note == f"Preempted by {namespace}/{preemptor} on node {node}"
         assert events[0].related is not None and events[0].related.name == preemptor
         registry_ = world.metrics.registry
@@ -432,8 +435,13 @@ class RunProcess:
                 "-m",
                 "koordpy.cli",
                 "run",
+                # kube-scheduler's default is to elect: a test that wants a Lease says so in `args`
+                "--leader-elect=false",
                 *args,
-                "--metrics-port",
+                # plain HTTP: /metrics is read without a token; the secure port has tests of its own
+                "--secure-port",
+                "0",
+                "--insecure-port",
                 str(port),
                 "--bind-address",
                 "127.0.0.1",
@@ -596,7 +604,7 @@ async def test_leader_failover_binds_every_pod_once(
 
             scheduled = await eventually(first_events, what="Scheduled events of the first pods")
             # the standby wrote nothing
-            assert {e.reporting_instance for e in scheduled} == {leader.identity}
+            assert {e.reporting_instance for e in scheduled} == {f"{SCHEDULER_NAME}-{leader.identity}"}
 
             leader.proc.send_signal(signal.SIGKILL)
             killed_at = time.monotonic()
@@ -630,7 +638,7 @@ async def test_leader_failover_binds_every_pod_once(
                 assert len(watch.node_names(name)) == 1, (name, watch.node_names(name))
             scheduled = await events_of(kube_api, namespace, "Scheduled")
             by_instance = Counter(e.reporting_instance for e in scheduled)
-            assert by_instance[standby.identity] >= len(second)
+            assert by_instance[f"{SCHEDULER_NAME}-{standby.identity}"] >= len(second)
 
             # SIGTERM: a clean exit that hands the lease back
             standby.proc.send_signal(signal.SIGTERM)

@@ -259,7 +259,11 @@ class KoordpyRun:
                 "run",
                 "--kubeconfig",
                 str(kubeconfig),
-                "--metrics-port",
+                # one instance, no Lease: kube-scheduler's default is to elect
+                "--leader-elect=false",
+                "--secure-port",
+                "0",
+                "--insecure-port",
                 str(free_port()),
                 "--bind-address",
                 "127.0.0.1",
@@ -400,7 +404,8 @@ async def scale_run(
             (c.namespace, e.metadata.name)
             for c in creators
             for e in (await events.list_namespaced_event(c.namespace)).items
-            if e.reporting_controller == "koordpy"
+            # reported under the profile's name, or koordpy's own for what concerns no profile
+            if e.reporting_controller in (SCHEDULER_NAME, "koordpy")
         }
 
     run = ScaleRun(
@@ -511,7 +516,8 @@ def report(run: ScaleRun) -> str:
     lines.append(
         "audited writes by others: " + (", ".join(f"{k} {n}" for k, n in sorted(others.items())) or "none")
     )
-    noisy = [line for line in run.koordpy_log.splitlines() if " WARNING " in line or " ERROR " in line]
+    # klog's severity letter opens each line
+    noisy = [line for line in run.koordpy_log.splitlines() if line[:1] in ("W", "E")]
     lines.append(f"koordpy log: {len(noisy)} warning/error lines" + ("; first: " + noisy[0] if noisy else ""))
     return "\n".join(lines)
 

@@ -66,6 +66,6 @@ def test_job_preemption_is_counted_and_timed() -> None:
     world.run(3600)
     text = metrics.render().decode()
     # one decision, which evicted the one low-priority pod for the whole gang
-    assert 'scheduler_job_preemption_duration_seconds_count{result="success"} 1.0' in text
+    assert 'koordpy_job_preemption_duration_seconds_count{result="success"} 1.0' in text
     assert "scheduler_preemption_victims_count 1.0" in text
     assert "scheduler_preemption_victims_sum 1.0" in text

@@ -110,17 +110,15 @@ def test_interleaved_gangs_never_end_half_placed(capsys: pytest.CaptureFixture[s
 @pytest.mark.parametrize(
     ("pod", "fragments"),
     [
+        # koord-scheduler never initializes a gang no member of which has a usable min-available
         ("words", ("gang.scheduling.koordinator.sh/min-available", "'three'")),
-        ("broken-json", ("gang.scheduling.koordinator.sh/groups", '["default/broken-json"')),
+        # nor schedules a gang whose group names a gang that does not exist
         ("ghost-partner", ("gang.scheduling.koordinator.sh/groups", "default/ghost", "does not exist")),
-        ("slow", ("gang.scheduling.koordinator.sh/waiting-time", "10 minutes")),
         ("negative-0", ("spec.minMember", "-1")),
     ],
     ids=[
         "non-numeric-min-available",
-        "unparsable-groups-json",
         "groups-names-missing-gang",
-        "duration-in-words",
         "negative-min-member",
     ],
 )
@@ -133,6 +131,31 @@ def test_bad_gang_input_is_invalid_spec_and_names_the_value(
     for fragment in fragments:
         assert fragment in got["message"]
     assert pods(report)["plain"]["phase"] == "Bound", "everything else keeps being scheduled"
+
+
+@pytest.mark.parametrize(
+    ("gang", "fragments"),
+    [
+        # json.Unmarshal fails, the group is the gang alone
+        (
+            "broken-json",
+            ("gang.scheduling.koordinator.sh/groups", "'[\"default/broken-json\"'", "gang alone"),
+        ),
+        # time.ParseDuration fails, the wait is the default timeout
+        ("slow", ("gang.scheduling.koordinator.sh/waiting-time", "'10 minutes'", "default timeout")),
+    ],
+    ids=["unparsable-groups-json", "duration-in-words"],
+)
+def test_bad_gang_value_koord_scheduler_defaults_is_scheduled_and_named(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, gang: str, fragments: tuple[str, ...]
+) -> None:
+    report = simulate(capsys, tmp_path, "nodes_three.yaml", "bad_gangs.yaml")
+    assert pods(report)[gang]["phase"] == "Bound"
+    (group,) = [g for g in report["podGroups"] if g["name"] == gang]
+    (condition,) = group["conditions"]
+    assert (condition["type"], condition["status"]) == ("AnnotationsDefaulted", "True")
+    for fragment in fragments:
+        assert fragment in condition["message"], condition["message"]
 
 
 def test_gang_with_too_few_members_waits_without_being_tried(

@@ -122,19 +122,14 @@ def test_lightweight_min_label_takes_precedence() -> None:
     assert spec_from_pod(pod, m, ONCE_SATISFIED).min_member == 4
 
 
+# Values koord-scheduler replaces by a default (a zero min-available, a duration in words, groups
+# that are not JSON, a mode in another case, an unknown match policy) are in
+# test_gang_annotation_fallbacks.py; what is left here it never schedules.
 @pytest.mark.parametrize(
     ("annotations", "fragments"),
     [
         ({"min-available": "three"}, (f"annotation {G}/min-available", "'three'")),
-        ({"min-available": "0"}, (f"annotation {G}/min-available", "at least 1")),
-        (
-            {"min-available": "2", "waiting-time": "10 minutes"},
-            (f"annotation {G}/waiting-time", "10 minutes"),
-        ),
-        ({"min-available": "2", "groups": "[ns/a"}, (f"annotation {G}/groups", "[ns/a")),
         ({"min-available": "2", "groups": '["no-namespace"]'}, (f"annotation {G}/groups", "no-namespace")),
-        ({"min-available": "2", "mode": "strict"}, (f"annotation {G}/mode", "'strict'")),
-        ({"min-available": "2", "match-policy": "sometimes"}, (f"annotation {G}/match-policy", "sometimes")),
         ({}, (f"annotation {G}/min-available", "required")),
         ({"min-available": "2", "groups": "[" * 5000 + "]" * 5000}, (f"annotation {G}/groups", "too deeply")),
         (
@@ -144,12 +139,7 @@ def test_lightweight_min_label_takes_precedence() -> None:
     ],
     ids=[
         "non-numeric-min",
-        "zero-min",
-        "duration-in-words",
-        "unparsable-groups",
         "gang-id-without-namespace",
-        "mode-in-wrong-case",
-        "unknown-match-policy",
         "missing-min",
         "groups-nested-thousands-deep",
         "groups-with-an-integer-too-long-to-convert",

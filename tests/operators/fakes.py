@@ -70,11 +70,16 @@ def merge_patch(target: Any, patch: Any) -> Any:
 
 
 class FakeApi:
-    """Objects by path; GET and merge-PATCH of a `/status` subresource, with resourceVersion
-    preconditions as the apiserver checks them. `watch` hears of every write, on the next turn of
-    the loop (as a watch event would come)."""
+    """Objects by path; GET, and merge-PATCH of an object or its `/status` subresource, with
+    resourceVersion preconditions as the apiserver checks them. `watch` hears of every write, on
+    the next turn of the loop (as a watch event would come).
 
-    def __init__(self) -> None:
+    The CRDs of `groups_without_status` serve no status subresource, as Koordinator's
+    scheduling.sigs.k8s.io CRD: `/status` is not found and the object takes its status in a patch
+    of its own. Elsewhere a patch of the object leaves its status alone."""
+
+    def __init__(self, *, groups_without_status: tuple[str, ...] = ()) -> None:
+        self._without_status = tuple(f"/apis/{group}/" for group in groups_without_status)
         self.objects: dict[str, dict[str, Any]] = {}
         self.calls: list[tuple[str, str, Any]] = []
         self.watch: Callable[[str, dict[str, Any]], None] | None = None
@@ -107,17 +112,25 @@ class FakeApi:
                 raise ApiError(404, "NotFound", f"{path} not found")
             return copy.deepcopy(self.objects[path])
         assert method == "PATCH" and content_type == MERGE_PATCH, (method, content_type)
-        assert path.endswith("/status"), path
-        target = path.removesuffix("/status")
+        status_served = not path.startswith(self._without_status)
+        if path.endswith("/status"):
+            target = path.removesuffix("/status")
+            if not status_served:
+                raise ApiError(404, "NotFound", f"{path} not found")
+            # a write to the status subresource changes the status alone
+            changes = {"status": body.get("status")}
+        else:
+            target = path
+            changes = {key: value for key, value in body.items() if key != "metadata"}
+            if status_served:
+                changes.pop("status", None)
         if target not in self.objects:
             raise ApiError(404, "NotFound", f"{target} not found")
         stored = self.objects[target]
         wanted = (body.get("metadata") or {}).get("resourceVersion")
         if wanted and wanted != stored["metadata"]["resourceVersion"]:
             raise ApiError(409, "Conflict", "the object has been modified")
-        # a write to the status subresource changes the status alone
-        written = merge_patch(stored, {"status": body.get("status")})
-        written = self.put(target, written)
+        written = self.put(target, merge_patch(stored, changes))
         if self.watch is not None:
             asyncio.get_running_loop().call_soon(self.watch, target, copy.deepcopy(written))
         return written

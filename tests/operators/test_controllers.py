@@ -77,8 +77,10 @@ class Cluster:
 
 
 @contextlib.asynccontextmanager
-async def running(member_batch: float) -> AsyncIterator[Cluster]:
-    api, facts = FakeApi(), ClusterFacts()
+async def running(
+    member_batch: float, *, groups_without_status: tuple[str, ...] = ()
+) -> AsyncIterator[Cluster]:
+    api, facts = FakeApi(groups_without_status=groups_without_status), ClusterFacts()
     controller = PodGroupController(api, facts, workers=2, member_batch=member_batch)
 
     def watched(path: str, obj: dict[str, Any]) -> None:
@@ -225,8 +227,8 @@ async def test_status_settles_on_the_documented_phase(
     status = cluster.status(key)
     start = status.pop("scheduleStartTime", None)
     assert status == expected
-    # Scheduling (sigs) records when it began, and it stays recorded
-    assert (start is not None) == (api_group == SIGS and "Scheduling" in cluster.phases_written(key))
+    # Scheduling records when it began (in both groups), and it stays recorded
+    assert (start is not None) == ("Scheduling" in cluster.phases_written(key))
     # one step per write: a new group is Pending first, however many members it has
     assert cluster.phases_written(key)[0] == "Pending"
     # the object is never read: the controller works from what kopf (here, the watch) brought
@@ -354,6 +356,102 @@ async def test_a_step_from_an_outdated_object_is_refused_and_taken_again(cluster
     assert cluster.status(key)["phase"] == "Pending"
     assert cluster.phases_written(key)[-1] == "Pending"
     assert cluster.status(key)["succeeded"] == 0
+
+
+def owned_by(obj: dict[str, Any], *owners: str) -> dict[str, Any]:
+    obj["metadata"]["ownerReferences"] = [
+        {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": owner, "uid": f"uid-{owner}"}
+        for owner in owners
+    ]
+    return obj
+
+
+# scheduler-plugins' TestFillGroupStatusOccupied (pkg/controllers/podgroup_controller_test.go): a
+# group leaving Pending records the owners of a member as "<namespace>/<owner name>", sorted and
+# joined by commas.
+OCCUPANTS: dict[str, tuple[tuple[str, ...], str]] = {
+    "fill the Occupied of PodGroup with a single ownerReference": (
+        ("new-occupied",),
+        f"{NAMESPACE}/new-occupied",
+    ),
+    "fill the Occupied of PodGroup with multi ownerReferences": (
+        ("new-occupied-2", "new-occupied-1"),
+        f"{NAMESPACE}/new-occupied-1,{NAMESPACE}/new-occupied-2",
+    ),
+    "no ownerReferences, no occupant": ((), ""),
+}
+
+
+@pytest.mark.parametrize("api_group", [X_K8S, SIGS])
+@pytest.mark.parametrize(("owners", "occupied"), OCCUPANTS.values(), ids=OCCUPANTS.keys())
+async def test_a_group_leaving_pending_records_its_occupant(
+    cluster: Cluster, api_group: str, owners: tuple[str, ...], occupied: str
+) -> None:
+    key = GroupKey(api_group, NAMESPACE, "pg")
+    cluster.facts.synced.set()
+    for name in ("pod1", "pod2"):
+        cluster.pod_event(owned_by(pod(name, {LABELS[api_group]: "pg"}, owner=None), *owners))
+    cluster.create_group(key, 2)
+    await settle()
+    status = cluster.status(key)
+    assert status["phase"] != "Pending"
+    assert status.get("occupiedBy", "") == occupied
+
+
+async def test_the_occupant_is_the_member_whose_name_sorts_first(cluster: Cluster) -> None:
+    key = GroupKey(X_K8S, NAMESPACE, "pg")
+    cluster.facts.synced.set()
+    cluster.pod_event(owned_by(pod("worker-b", {X_K8S_POD_LABEL: "pg"}, owner=None), "job-b"))
+    cluster.pod_event(owned_by(pod("worker-a", {X_K8S_POD_LABEL: "pg"}, owner=None), "job-a"))
+    cluster.create_group(key, 2)
+    await settle()
+    assert cluster.status(key)["occupiedBy"] == f"{NAMESPACE}/job-a"
+
+
+async def test_x_k8s_group_reaching_scheduling_records_when_and_keeps_it() -> None:
+    async with running(member_batch=0) as cluster:
+        key = GroupKey(X_K8S, NAMESPACE, "gang")
+        cluster.facts.synced.set()
+        cluster.create_group(key, 2)
+        for obj in members(X_K8S, ("m0", "", "Pending"), ("m1", "", "Pending")):
+            cluster.pod_event(obj)
+        await settle()
+        scheduling = cluster.status(key)
+        assert scheduling["phase"] == "Scheduling"
+        assert scheduling["scheduleStartTime"].endswith("Z")
+        for obj in members(X_K8S, ("m0", "n1", "Running"), ("m1", "n2", "Running")):
+            cluster.pod_event(obj)
+        await settle()
+        running_status = cluster.status(key)
+        assert running_status["phase"] == "Running"
+        assert running_status["scheduleStartTime"] == scheduling["scheduleStartTime"]
+        assert "scheduled" not in running_status
+
+
+async def test_status_is_written_to_the_object_where_the_crd_serves_no_status_subresource() -> None:
+    # Koordinator's own scheduling.sigs.k8s.io CRD has no status subresource
+    async with running(member_batch=0, groups_without_status=(SIGS,)) as cluster:
+        key = GroupKey(SIGS, NAMESPACE, "gang")
+        cluster.facts.synced.set()
+        for obj in members(SIGS, ("m0", "n1", "Running"), ("m1", "n2", "Running")):
+            cluster.pod_event(obj)
+        cluster.create_group(key, 2)
+        await settle()
+        status = cluster.status(key)
+        assert (status["phase"], status["running"], status["scheduled"]) == ("Running", 2, 2)
+        path = podgroup_path(key)
+        written = cluster.api.patches(path)
+        assert written and all(set(patch) == {"status", "metadata"} for patch in written)
+        # a group deleted meanwhile is not found either way, and is let go
+        del cluster.api.objects[path]
+        calls = len(cluster.api.calls)
+        cluster.controller.podgroup_changed(key, podgroup(key, 2))
+        await settle()
+        assert [(method, p) for method, p, _ in cluster.api.calls[calls:]] == [
+            ("PATCH", path + "/status"),
+            ("PATCH", path),
+        ]
+        assert len(cluster.controller.queue) == 0
 
 
 async def test_a_deleted_group_is_forgotten(cluster: Cluster) -> None:

@@ -118,7 +118,7 @@ CASES: list[Any] = [
             "gated": Expect(
                 "Pending",
                 reason="SchedulingGated",
-                message="waiting for scheduling gates: [example.com/quota]",
+                message="Scheduling is blocked due to non-empty scheduling gates",
             ),
             "good": Expect("Bound"),
         },

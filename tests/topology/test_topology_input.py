@@ -2,15 +2,16 @@
 network-topology-spec annotation of any shape becomes a typed value or a precise error (the object
 and the field), never an exception out of the Coscheduling plugin.
 
-- The annotation: SpecError naming the annotation and the field; the gang's pods are pending with
-  InvalidSpec, as for any other bad gang annotation.
+- The annotation: read as koord-scheduler reads it. Text Go's JSON decoder refuses drops the whole
+  spec (the gang is placed without topology), a spec that decodes is used as koord-scheduler uses
+  it, and every part not taken as written is a Fallback naming the annotation and the field. A
+  SpecError (pods pending with InvalidSpec) only for a spec no gang can meet.
 - The object: `default` with a bad spec is present but unusable, with an error naming the field
   (gangs are placed without topology then); an object whose name cannot be read is ignored.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -22,10 +23,13 @@ from hypothesis import strategies as st
 
 from koordpy.api.errors import SpecError
 from koordpy.cli import main
-from koordpy.plugins.coscheduling.networktopology import (
-    ClusterTopologyView,
-    NetworkTopologySpec,
-    parse_network_topology_spec,
+from koordpy.plugins.coscheduling.networktopology import ClusterTopologyView
+from koordpy.status.gang_annotations import (
+    MUST_GATHER,
+    PREFER_GATHER,
+    GatherRule,
+    TopologySpecReading,
+    read_network_topology_spec,
 )
 from koordpy.status.topology import (
     MAX_LAYERS,
@@ -259,164 +263,284 @@ def test_any_object_at_all_is_parsed_or_refused_with_a_field(obj: Any) -> None:
 
 
 # ----------------------------------------------------------------------------------------- the annotation
+# What koord-scheduler makes of the annotation: Go's json.Unmarshal into its NetworkTopologySpec
+# (GetNetworkTopologySpec), then the rules as its solver reads them (GetMustGatherLayer,
+# GetLayerPodCountMultiple). Text Go cannot decode drops the whole spec: the gang is placed
+# without topology. A spec that decodes is used: unknown fields are ignored, field names match in
+# any case, any strategy but MustGather gathers by preference, a rule without a layer matches no
+# domain, a multiple below 2 asks nothing. Each of these is a Fallback naming the field.
+DROPPED = None  # the expected rules of a spec Go cannot decode
+MULTIPLE = '{"gatherStrategy": [{"layer": "BlockLayer", "strategy": "MustGather", "podCountMultiple": %s}]}'
+B = "BlockLayer"
+
+
+def rule(layer: str, strategy: str, multiple: int = 1) -> GatherRule:
+    return GatherRule(layer, strategy, multiple)
+
+
 @pytest.mark.parametrize(
-    ("raw", "fragments"),
+    ("raw", "rules", "fragments"),
     [
-        pytest.param("[" * DEEP + "]" * DEEP, ("nested too deeply",), id="nested-arrays"),
+        # Go's decoder fails: no topology constraint
+        pytest.param("[" * DEEP + "]" * DEEP, DROPPED, ("nested too deeply",), id="nested-arrays"),
         pytest.param(
-            '{"gatherStrategy": ' + "[" * DEEP + "]" * DEEP + "}", ("nested too deeply",), id="nested-rules"
+            '{"gatherStrategy": ' + "[" * DEEP + "]" * DEEP + "}",
+            DROPPED,
+            ("nested too deeply",),
+            id="nested-rules",
         ),
         pytest.param(
             '{"gatherStrategy": [' + json.dumps({"layer": nested(500), "strategy": "MustGather"}) + "]}",
+            DROPPED,
             ("nested too deeply",),
             id="layer-nested-deeply",
         ),
         pytest.param(
             '{"gatherStrategy": [' + json.dumps({"layer": nested(3), "strategy": "MustGather"}) + "]}",
-            ("gatherStrategy[0].layer", "a list of 1 item(s)"),
+            DROPPED,
+            ("gatherStrategy[0].layer", "a list of 1 item(s)", "not a string"),
             id="layer-a-list",
         ),
-        pytest.param("1" * 5000, ("is not usable JSON",), id="integer-too-long-to-convert"),
+        pytest.param("1" * 5000, DROPPED, ("is not usable JSON",), id="integer-too-long-to-convert"),
         pytest.param(
             '{"gatherStrategy": [{"layer": "BlockLayer", "strategy": "MustGather", "podCountMultiple": 1'
             + "0" * 100
             + "}]}",
-            ("gatherStrategy[0].podCountMultiple", "an integer of 333 bits", "too large"),
-            id="huge-multiple",
+            DROPPED,
+            ("gatherStrategy[0].podCountMultiple", "an integer of 333 bits", "not an integer"),
+            id="multiple-beyond-int64",
         ),
         pytest.param(
             json.dumps(
                 {"gatherStrategy": [{"layer": "B", "strategy": "MustGather", "podCountMultiple": 1e999}]}
             ),
-            ("gatherStrategy[0].podCountMultiple", "inf", "integer"),
+            DROPPED,
+            ("not valid JSON", "Infinity"),
             id="infinite-multiple",
         ),
         pytest.param(
             '{"gatherStrategy": {}}',
-            ("gatherStrategy", "must be a list", "an object with 0 field(s)"),
+            DROPPED,
+            ("gatherStrategy", "an object with 0 field(s)", "not a list"),
             id="rules-are-an-empty-map",
         ),
-        pytest.param('{"gatherStrategy": 0}', ("gatherStrategy", "must be a list", "0"), id="rules-are-zero"),
+        pytest.param(
+            '{"gatherStrategy": 0}', DROPPED, ("gatherStrategy", "0", "not a list"), id="rules-are-zero"
+        ),
         pytest.param(
             '{"gatherStrategy": [[]]}',
-            ("gatherStrategy[0]", "must be an object", "a list of 0 item(s)"),
+            DROPPED,
+            ("gatherStrategy[0]", "a list of 0 item(s)", "not an object"),
             id="rule-is-a-list",
         ),
         pytest.param(
             '{"gatherStrategy": [{"layer": "BlockLayer", "strategy": {"MustGather": true}}]}',
-            ("gatherStrategy[0].strategy", "an object with 1 field(s)", "must be one of"),
+            DROPPED,
+            ("gatherStrategy[0].strategy", "an object with 1 field(s)", "not a string"),
             id="strategy-is-a-map",
         ),
+        pytest.param('{"gatherStrategy": [', DROPPED, ("not valid JSON",), id="invalid-json"),
+        pytest.param("", DROPPED, ("not valid JSON",), id="empty-text"),
+        pytest.param("gatherStrategy: BlockLayer", DROPPED, ("not valid JSON",), id="yaml-not-json"),
+        pytest.param('[{"layer": "BlockLayer"}]', DROPPED, ("JSON object",), id="not-an-object"),
+        pytest.param('"BlockLayer"', DROPPED, ("JSON object",), id="a-bare-string"),
+        pytest.param(
+            '{"gatherStrategy": {"layer": "BlockLayer"}}',
+            DROPPED,
+            ("gatherStrategy", "not a list"),
+            id="not-a-list",
+        ),
+        pytest.param(
+            '{"gatherStrategy": ["BlockLayer"]}',
+            DROPPED,
+            ("gatherStrategy[0]", "not an object"),
+            id="entry-not-an-object",
+        ),
+        pytest.param(
+            MULTIPLE % '"2"',
+            DROPPED,
+            ("gatherStrategy[0].podCountMultiple", "'2'", "not an integer"),
+            id="multiple-as-string",
+        ),
+        pytest.param(
+            MULTIPLE % "2.5",
+            DROPPED,
+            ("gatherStrategy[0].podCountMultiple", "2.5", "not an integer"),
+            id="multiple-as-fraction",
+        ),
+        pytest.param(
+            MULTIPLE % "true",
+            DROPPED,
+            ("gatherStrategy[0].podCountMultiple", "True", "not an integer"),
+            id="multiple-as-boolean",
+        ),
+        # decoded, and used as koord-scheduler uses it
         pytest.param(
             json.dumps({"gatherStrategy": [{"layer": "L" * 100_000, "strategy": "MustGather"}] * 2}),
+            (rule("L" * 100_000, MUST_GATHER),),
             ("gatherStrategy[1].layer", "(100000 characters)", "listed twice"),
             id="huge-layer-name-listed-twice",
         ),
         pytest.param(
-            json.dumps(
-                {"gatherStrategy": [{"layer": f"L{i}", "strategy": "PreferGather"} for i in range(1000)]}
-            ),
-            ("gatherStrategy", "1000 rules"),
-            id="too-many-rules",
-        ),
-        pytest.param(
             json.dumps({f"k{i}": 1 for i in range(1000)}),
-            ("unknown field(s)", "and 995 more"),
+            (),
+            ("is not a field koord-scheduler knows", "and 995 more"),
             id="many-unknown-fields",
         ),
-        # shapes a person writes by mistake
-        pytest.param('{"gatherStrategy": [', ("not valid JSON",), id="invalid-json"),
-        pytest.param("", ("not valid JSON",), id="empty-text"),
-        pytest.param('[{"layer": "BlockLayer"}]', ("JSON object",), id="not-an-object"),
-        pytest.param('"BlockLayer"', ("JSON object",), id="a-bare-string"),
-        pytest.param(
-            '{"gatherStrategy": {"layer": "BlockLayer"}}', ("gatherStrategy", "list"), id="not-a-list"
-        ),
-        pytest.param('{"gatherStrategy": ["BlockLayer"]}', ("gatherStrategy[0]",), id="entry-not-an-object"),
         pytest.param(
             '{"gatherStrategy": [{"layer": "BlockLayer", "strategy": "MaybeGather"}]}',
-            ("gatherStrategy[0].strategy", "MaybeGather", "MustGather", "PreferGather"),
-            id="unknown-strategy",
+            (rule(B, PREFER_GATHER),),
+            ("gatherStrategy[0].strategy", "'MaybeGather'", "MustGather", "PreferGather"),
+            id="unknown-strategy-gathers-by-preference",
+        ),
+        pytest.param(
+            '{"gatherStrategy": [{"layer": "BlockLayer", "strategy": "mustGather"}]}',
+            (rule(B, PREFER_GATHER),),
+            ("gatherStrategy[0].strategy", "'mustGather'", "compared exactly"),
+            id="must-gather-in-another-case-is-not-must-gather",
         ),
         pytest.param(
             '{"gatherStrategy": [{"layer": "BlockLayer"}]}',
-            ("gatherStrategy[0].strategy", "None"),
+            (rule(B, PREFER_GATHER),),
+            ("gatherStrategy[0].strategy", "not set"),
             id="missing-strategy",
         ),
         pytest.param(
             '{"gatherStrategy": [{"strategy": "MustGather"}]}',
-            ("gatherStrategy[0].layer", "required"),
+            (),
+            ("gatherStrategy[0].layer", "names no layer"),
             id="missing-layer",
         ),
         pytest.param(
             '{"gatherStrategy": [{"layer": "", "strategy": "MustGather"}]}',
-            ("gatherStrategy[0].layer",),
+            (),
+            ("gatherStrategy[0].layer", "names no layer"),
             id="empty-layer",
         ),
         pytest.param(
-            '{"gatherStrategy": [{"layer": "BlockLayer", "strategy": "MustGather",'
-            ' "podCountMultiple": "2"}]}',
-            ("gatherStrategy[0].podCountMultiple", "'2'", "integer"),
-            id="multiple-as-string",
-        ),
-        pytest.param(
-            '{"gatherStrategy": [{"layer": "BlockLayer", "strategy": "MustGather",'
-            ' "podCountMultiple": 2.5}]}',
-            ("gatherStrategy[0].podCountMultiple", "2.5", "integer"),
-            id="multiple-as-fraction",
-        ),
-        pytest.param(
-            '{"gatherStrategy": [{"layer": "BlockLayer", "strategy": "MustGather",'
-            ' "podCountMultiple": true}]}',
-            ("gatherStrategy[0].podCountMultiple", "True", "integer"),
-            id="multiple-as-boolean",
-        ),
-        pytest.param(
             '{"gatherStrategy": [{"layer": "BlockLayer", "strategy": "MustGather", "podCountMultiple": -2}]}',
+            (rule(B, MUST_GATHER),),
             ("gatherStrategy[0].podCountMultiple", "-2", "negative"),
             id="negative-multiple",
         ),
         pytest.param(
             '{"gatherStrategy": [{"layer": "BlockLayer", "strategy": "MustGather"},'
-            ' {"layer": "BlockLayer", "strategy": "PreferGather"}]}',
+            ' {"layer": "BlockLayer", "strategy": "PreferGather", "podCountMultiple": 4}]}',
+            (rule(B, MUST_GATHER, 4),),
             ("gatherStrategy[1].layer", "'BlockLayer'", "twice"),
-            id="duplicate-layer",
+            id="duplicate-layer-merged",
         ),
         pytest.param(
-            '{"gatherStrategy": [], "parallelModel": "TP"}',
-            ("parallelModel",),
-            id="unknown-field",
+            '{"gatherStrategy": [], "parallelModel": "TP"}', (), ("parallelModel",), id="unknown-field"
         ),
     ],
 )
-def test_malformed_annotation_is_a_spec_error_naming_the_field(raw: str, fragments: tuple[str, ...]) -> None:
+def test_annotation_is_read_as_koord_scheduler_reads_it_and_every_fallback_is_named(
+    raw: str, rules: tuple[GatherRule, ...] | None, fragments: tuple[str, ...]
+) -> None:
+    reading = read_network_topology_spec(raw, WHERE)
+    assert (None if reading.spec is None else reading.spec.rules) == rules
+    assert reading.fallbacks, "a part not taken as written is named"
+    text = "; ".join(f.message() for f in reading.fallbacks)
+    assert text.startswith(WHERE), text
+    for fragment in fragments:
+        assert fragment in text, text
+    assert all(len(f.message()) < 500 for f in reading.fallbacks), text
+
+
+@pytest.mark.parametrize(
+    ("raw", "rules"),
+    [
+        pytest.param("null", (), id="null-is-an-empty-spec"),
+        pytest.param("{}", (), id="empty-object"),
+        pytest.param(
+            '{"GatherStrategy": [{"Layer": "BlockLayer", "STRATEGY": "MustGather", "podcountmultiple": 2}]}',
+            (rule(B, MUST_GATHER, 2),),
+            id="field-names-in-any-case",
+        ),
+        pytest.param(
+            '{"gatherStrategy": [{"layer": "BlockLayer", "strategy": "preferGather"}]}',
+            (rule(B, PREFER_GATHER),),
+            id="prefer-gather-in-another-case-means-what-it-says",
+        ),
+        pytest.param(
+            '{"gatherStrategy": [{"layer": "BlockLayer", "strategy": "MustGather", "podCountMultiple": 0}]}',
+            (rule(B, MUST_GATHER),),
+            id="zero-multiple-is-unset",
+        ),
+    ],
+)
+def test_annotation_koord_scheduler_takes_as_meant_has_no_fallback(
+    raw: str, rules: tuple[GatherRule, ...]
+) -> None:
+    reading = read_network_topology_spec(raw, WHERE)
+    assert reading.spec is not None and reading.spec.rules == rules
+    assert reading.fallbacks == ()
+
+
+@pytest.mark.parametrize(
+    ("raw", "fragments"),
+    [
+        pytest.param(
+            json.dumps(
+                {"gatherStrategy": [{"layer": B, "strategy": "MustGather", "podCountMultiple": 2**40}]}
+            ),
+            ("gatherStrategy[0].podCountMultiple", "larger than any gang"),
+            id="multiple-no-gang-can-meet",
+        ),
+        pytest.param(
+            json.dumps(
+                {"gatherStrategy": [{"layer": f"L{i}", "strategy": "PreferGather"} for i in range(1000)]}
+            ),
+            ("gatherStrategy", "1000 layers"),
+            id="more-layers-than-a-topology-has",
+        ),
+    ],
+)
+def test_annotation_no_gang_can_meet_is_a_spec_error_naming_the_field(
+    raw: str, fragments: tuple[str, ...]
+) -> None:
     with pytest.raises(SpecError) as caught:
-        parse_network_topology_spec(raw, WHERE)
+        read_network_topology_spec(raw, WHERE)
     text = str(caught.value)
     assert text.startswith(WHERE), text
     for fragment in fragments:
         assert fragment in text, text
-    assert len(text) < 500, text
+
+
+def test_a_long_list_of_mistakes_is_summed_up() -> None:
+    raw = json.dumps({"gatherStrategy": [{"layer": f"L{i}", "strategy": "Maybe"} for i in range(20)]})
+    reading = read_network_topology_spec(raw, WHERE)
+    assert reading.spec is not None and len(reading.spec.rules) == 20
+    assert len(reading.fallbacks) < 20
+    assert "more part(s)" in reading.fallbacks[-1].message()
+
+
+def _assert_read_or_refused(raw: str) -> None:
+    try:
+        reading = read_network_topology_spec(raw, WHERE)
+    except SpecError as err:
+        assert str(err).startswith(WHERE)
+        assert len(str(err)) < 1000
+        return
+    assert isinstance(reading, TopologySpecReading)
+    # a spec that is dropped says why, once
+    assert reading.spec is not None or len(reading.fallbacks) == 1
+    for f in reading.fallbacks:
+        assert f.key.startswith(WHERE) and len(f.message()) < 1000
 
 
 @settings(max_examples=300, deadline=None)
 @given(doc=json_values)
-def test_any_json_annotation_is_a_spec_or_a_spec_error(doc: Any) -> None:
+def test_any_json_annotation_is_read_or_refused(doc: Any) -> None:
     for raw in (json.dumps(doc), json.dumps({"gatherStrategy": doc}), json.dumps({"gatherStrategy": [doc]})):
-        try:
-            parsed = parse_network_topology_spec(raw, WHERE)
-        except SpecError as err:
-            assert str(err).startswith(WHERE)
-            assert len(str(err)) < 1000
-        else:
-            assert isinstance(parsed, NetworkTopologySpec)
+        _assert_read_or_refused(raw)
 
 
 @settings(max_examples=200, deadline=None)
 @given(raw=st.text(max_size=200))
-def test_any_text_annotation_is_a_spec_or_a_spec_error(raw: str) -> None:
-    with contextlib.suppress(SpecError):
-        assert isinstance(parse_network_topology_spec(raw, WHERE), NetworkTopologySpec)
+def test_any_text_annotation_is_read_or_refused(raw: str) -> None:
+    _assert_read_or_refused(raw)
 
 
 @pytest.mark.parametrize(
@@ -436,23 +560,7 @@ def test_chain_parsing_still_takes_the_bare_list() -> None:
 
 
 # ----------------------------------------------------------------------------------- through simulate
-@pytest.mark.parametrize(
-    ("spec", "fragment"),
-    [
-        pytest.param("[" * 5000 + "]" * 5000, "nested too deeply", id="nested"),
-        pytest.param(
-            '{"gatherStrategy": [{"layer": "SpineLayer", "strategy": "MustGather", "podCountMultiple": 1'
-            + "0" * 40
-            + "}]}",
-            "too large",
-            id="huge-multiple",
-        ),
-        pytest.param('{"gatherStrategy": {"layer": "SpineLayer"}}', "must be a list", id="map-for-list"),
-    ],
-)
-def test_gang_with_a_malformed_annotation_is_pending_with_invalid_spec(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, spec: str, fragment: str
-) -> None:
+def simulate_gang(capsys: pytest.CaptureFixture[str], tmp_path: Path, spec: str) -> dict[str, Any]:
     docs: list[Any] = [
         topology(SEED_SPEC),
         *(
@@ -487,7 +595,43 @@ def test_gang_with_a_malformed_annotation_is_pending_with_invalid_spec(
     code = main(["simulate", str(path), "--output", "json"])
     out = capsys.readouterr()
     assert code == 0, out.err
-    report = json.loads(out.out)
+    return json.loads(out.out)  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize(
+    ("spec", "fragment"),
+    [
+        pytest.param("[" * 5000 + "]" * 5000, "nested too deeply", id="nested"),
+        pytest.param(
+            '{"gatherStrategy": [{"layer": "SpineLayer", "strategy": "MustGather", "podCountMultiple": 1'
+            + "0" * 40
+            + "}]}",
+            "not an integer",
+            id="multiple-beyond-int64",
+        ),
+        pytest.param('{"gatherStrategy": {"layer": "SpineLayer"}}', "not a list", id="map-for-list"),
+    ],
+)
+def test_gang_with_an_undecodable_annotation_is_placed_without_topology_and_says_so(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, spec: str, fragment: str
+) -> None:
+    report = simulate_gang(capsys, tmp_path, spec)
+    for p in report["pods"]:
+        assert p["phase"] == "Bound", p
+    (group,) = report["podGroups"]
+    (condition,) = group["conditions"]
+    assert condition["type"] == "AnnotationsDefaulted"
+    for text in (WHERE, fragment, "no network-topology constraint"):
+        assert text in condition["message"], condition["message"]
+
+
+def test_gang_with_a_multiple_no_gang_can_meet_is_pending_with_invalid_spec(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    spec = json.dumps(
+        {"gatherStrategy": [{"layer": "SpineLayer", "strategy": "MustGather", "podCountMultiple": 2**40}]}
+    )
+    report = simulate_gang(capsys, tmp_path, spec)
     for p in report["pods"]:
         assert (p["phase"], p["reason"], p["node"]) == ("Pending", "InvalidSpec", None), p
-        assert WHERE in p["message"] and fragment in p["message"], p["message"]
+        assert WHERE in p["message"] and "larger than any gang" in p["message"], p["message"]

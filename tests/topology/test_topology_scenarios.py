@@ -13,7 +13,11 @@ from typing import Any
 import pytest
 import yaml
 
+from koordpy.api import names
 from koordpy.cli import main
+from koordpy.config.models import default_configuration
+from koordpy.simulate.loader import load_scenario
+from koordpy.simulate.runner import build_world
 from tests.topology.test_detail_status import BLOCK_KEY, SEED_NODE_LABELS, SPINE_KEY
 
 TOPOLOGY = Path(__file__).parent.parent / "scenarios" / "topology"
@@ -188,16 +192,6 @@ def test_gang_group_ranks_spanning_its_gangs_are_assigned_in_index_order(
             ("unknown layer 'spineLayer'", "did you mean 'SpineLayer'"),
             id="unknown-layer",
         ),
-        pytest.param(
-            '{"gatherStrategy": [{"layer": "BlockLayer", "strategy": "MustGather"}',
-            ("network-topology-spec", "not valid JSON"),
-            id="invalid-json",
-        ),
-        pytest.param(
-            gather("BlockLayer", "AlwaysGather"),
-            ("network-topology-spec", "AlwaysGather"),
-            id="unknown-strategy",
-        ),
     ],
 )
 def test_bad_topology_request_is_invalid_spec_and_nothing_is_placed(
@@ -214,6 +208,36 @@ def test_bad_topology_request_is_invalid_spec_and_nothing_is_placed(
     (group,) = report["podGroups"]
     for fragment in fragments:
         assert fragment in (group["message"] or ""), group
+
+
+@pytest.mark.parametrize(
+    ("spec", "fragments"),
+    [
+        # koord-scheduler's json.Unmarshal fails: the gang asks for no topology at all
+        pytest.param(
+            '{"gatherStrategy": [{"layer": "BlockLayer", "strategy": "MustGather"}',
+            ("network-topology-spec", "not valid JSON", "no network-topology constraint"),
+            id="invalid-json",
+        ),
+        # its solver asks only whether a rule is MustGather: any other strategy gathers by preference
+        pytest.param(
+            gather("BlockLayer", "AlwaysGather"),
+            ("network-topology-spec", "'AlwaysGather'", "using PreferGather"),
+            id="unknown-strategy",
+        ),
+    ],
+)
+def test_topology_request_koord_scheduler_defaults_is_placed_and_named(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, spec: str, fragments: tuple[str, ...]
+) -> None:
+    report = gang_job(capsys, tmp_path, 3, spec)
+    members = pods(report)
+    assert len(members) == 3
+    assert {p["phase"] for p in members.values()} == {"Bound"}, members
+    (group,) = report["podGroups"]
+    (condition,) = group["conditions"]
+    for fragment in fragments:
+        assert fragment in condition["message"], condition
 
 
 # ---------------------------------------------------------------------------------------------- fallback
@@ -237,3 +261,40 @@ def test_offers_follow_the_real_filters_not_just_resources(
     assert len(placed) == 3, report["pods"]
     assert len(set(placed.values())) == 3, placed
     assert len({SPINE_OF[n] for n in placed.values()}) == 1, placed
+
+
+# --------------------------------------------------------------------------------- layers it lacks
+def two_rules(prefer: str, must: str) -> str:
+    return json.dumps(
+        {
+            "gatherStrategy": [
+                {"layer": prefer, "strategy": "PreferGather"},
+                {"layer": must, "strategy": "MustGather"},
+            ]
+        }
+    )
+
+
+def test_prefer_gather_for_a_layer_the_topology_lacks_is_ignored_and_told_once(tmp_path: Path) -> None:
+    # koord-scheduler matches rules to domains by layer: a PreferGather rule for a layer the
+    # topology does not have matches nothing; the MustGather rule beside it still holds
+    paths = []
+    for i, name in enumerate((CLUSTER, "gather_gang.yaml")):
+        text = (TOPOLOGY / name).read_text().replace("REPLICAS", "3")
+        text = text.replace("SPEC", two_rules("AcceleratorLayer", "BlockLayer"))
+        path = tmp_path / f"{i:02d}-{name}"
+        path.write_text(text)
+        paths.append(str(path))
+    world = build_world(load_scenario(paths), default_configuration())
+    world.run(3600.0)
+    placed = {p.name: p.node_name for p in world.views.values() if p.name.startswith("job-")}
+    assert len(placed) == 3 and all(placed.values()), placed
+    assert len({BLOCK_OF[n] for n in placed.values() if n}) == 1, placed
+    told: dict[str, list[str]] = {}
+    for event in world.events:
+        if event.reason == names.GANG_ANNOTATION_DEFAULTED:
+            told.setdefault(event.pod.name, []).append(event.message)
+    assert sorted(told) == sorted(placed), told
+    for messages in told.values():
+        (message,) = messages
+        assert "'AcceleratorLayer'" in message and "no preference for that layer" in message, message

@@ -7,53 +7,43 @@
   lightweight labels `pod-group.scheduling.sigs.k8s.io/name` and `.../min-available`; the first pod
   whose annotations parse configures the gang.
 
-A gang's id is `<namespace>/<name>`. Bad values are never defaulted silently: they make the gang
-invalid, and its pods stay pending with a message naming the annotation and the value.
+A gang's id is `<namespace>/<name>`. Annotations are read as koord-scheduler reads them
+(`koordpy.status.gang_annotations`): where it falls back to a default, so does koordpy, and the
+spec carries a Fallback for each, which the Coscheduling plugin tells the members (a Warning
+event) and the PodGroup operator writes on the PodGroup (a condition).
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from koordpy.api.duration import parse_duration
 from koordpy.api.errors import SpecError
 from koordpy.api.pod import Pod
 from koordpy.api.podgroup import (
     BY_ANNOTATION,
-    GANG_NAME_ANNOTATION,
     SIGS_GROUP,
     X_K8S_GROUP,
     PodGroup,
     gang_reference,
 )
-from koordpy.plugins.coscheduling.networktopology import (
-    MAX_SPEC_NESTING,
+
+# re-exported: the plugin, the registry and tests name annotations and values from here
+from koordpy.status.gang_annotations import ANNOTATION_GROUPS as ANNOTATION_GROUPS
+from koordpy.status.gang_annotations import ANNOTATION_TOPOLOGY_SPEC as ANNOTATION_TOPOLOGY_SPEC
+from koordpy.status.gang_annotations import MATCH_POLICIES as MATCH_POLICIES
+from koordpy.status.gang_annotations import NON_STRICT as NON_STRICT
+from koordpy.status.gang_annotations import ONCE_SATISFIED as ONCE_SATISFIED
+from koordpy.status.gang_annotations import ONLY_WAITING as ONLY_WAITING
+from koordpy.status.gang_annotations import STRICT as STRICT
+from koordpy.status.gang_annotations import WAITING_AND_RUNNING as WAITING_AND_RUNNING
+from koordpy.status.gang_annotations import (
+    Fallback,
     NetworkTopologySpec,
-    json_nesting_depth,
-    parse_network_topology_spec,
+    min_available,
+    read_gang_annotations,
+    topology_index,
+    waiting_time,
 )
-
-PREFIX = "gang.scheduling.koordinator.sh"
-ANNOTATION_NAME = GANG_NAME_ANNOTATION
-ANNOTATION_MIN = f"{PREFIX}/min-available"
-ANNOTATION_TOTAL = f"{PREFIX}/total-number"
-ANNOTATION_MODE = f"{PREFIX}/mode"
-ANNOTATION_MATCH_POLICY = f"{PREFIX}/match-policy"
-ANNOTATION_MATCH_POLICY_ALIAS = "pod-group.scheduling.sigs.k8s.io/match-policy"
-ANNOTATION_WAITING_TIME = f"{PREFIX}/waiting-time"
-ANNOTATION_GROUPS = f"{PREFIX}/groups"
-ANNOTATION_TOPOLOGY_SPEC = f"{PREFIX}/network-topology-spec"
-ANNOTATION_TOPOLOGY_INDEX = f"{PREFIX}/network-topology-index"
-LIGHTWEIGHT_MIN_LABEL = "pod-group.scheduling.sigs.k8s.io/min-available"
-
-STRICT = "Strict"
-NON_STRICT = "NonStrict"
-ONCE_SATISFIED = "once-satisfied"
-ONLY_WAITING = "only-waiting"
-WAITING_AND_RUNNING = "waiting-and-running"
-MATCH_POLICIES = (ONCE_SATISFIED, ONLY_WAITING, WAITING_AND_RUNNING)
 
 FROM_SIGS = SIGS_GROUP
 FROM_X_K8S = X_K8S_GROUP
@@ -89,92 +79,31 @@ class GangSpec:
     group: tuple[str, ...]
     # network-topology-aware placement, when the gang asks for it
     topology_spec: NetworkTopologySpec | None
-
-
-def _int_value(value: str, where: str, minimum: int) -> int:
-    text = value.strip()
-    if not text.lstrip("-").isdigit():
-        raise SpecError(where, f"{value!r} is not an integer")
-    n = int(text)
-    if n < minimum:
-        raise SpecError(where, f"{value!r} must be at least {minimum}")
-    if n > 2**31 - 1:
-        raise SpecError(where, f"{value!r} is too large")
-    return n
-
-
-def _group_ids(value: str | None, own_id: str, where: str) -> tuple[str, ...]:
-    if value is None or value.strip() == "":
-        return (own_id,)
-    if json_nesting_depth(value) > MAX_SPEC_NESTING:
-        raise SpecError(where, "is nested too deeply to be a JSON array of gang ids")
-    try:
-        parsed = json.loads(value)
-    except json.JSONDecodeError as err:
-        raise SpecError(where, f"{value[:200]!r} is not a JSON array of gang ids: {err.msg}") from None
-    except ValueError as err:  # an integer literal longer than Python converts
-        raise SpecError(where, f"is not usable JSON: {str(err)[:120]}") from None
-    if not isinstance(parsed, list) or not all(isinstance(x, str) and x for x in parsed):
-        raise SpecError(where, f'{value!r} must be a JSON array of "namespace/name" strings')
-    for gid in parsed:
-        if gid.count("/") != 1 or gid.startswith("/") or gid.endswith("/"):
-            raise SpecError(where, f"gang id {gid!r} in {value!r} is not of the form namespace/name")
-    ids = set(parsed) or {own_id}
-    ids.add(own_id)
-    return tuple(sorted(ids))
-
-
-def _common_annotations(
-    annotations: Mapping[str, str], own_id: str, default_match_policy: str, min_member: int
-) -> tuple[int, str, str, tuple[str, ...], NetworkTopologySpec | None]:
-    total_raw = annotations.get(ANNOTATION_TOTAL)
-    total = min_member
-    if total_raw is not None and total_raw.strip() != "":
-        total = max(_int_value(total_raw, f"annotation {ANNOTATION_TOTAL}", 0), min_member)
-    mode = annotations.get(ANNOTATION_MODE) or STRICT
-    if mode not in (STRICT, NON_STRICT):
-        raise SpecError(f"annotation {ANNOTATION_MODE}", f"{mode!r} must be Strict or NonStrict")
-    policy = annotations.get(ANNOTATION_MATCH_POLICY) or annotations.get(ANNOTATION_MATCH_POLICY_ALIAS) or ""
-    if not policy:
-        policy = default_match_policy
-    elif policy not in MATCH_POLICIES:
-        key = (
-            ANNOTATION_MATCH_POLICY
-            if annotations.get(ANNOTATION_MATCH_POLICY)
-            else ANNOTATION_MATCH_POLICY_ALIAS
-        )
-        raise SpecError(f"annotation {key}", f"{policy!r} must be one of {', '.join(MATCH_POLICIES)}")
-    group = _group_ids(annotations.get(ANNOTATION_GROUPS), own_id, f"annotation {ANNOTATION_GROUPS}")
-    raw_topology = annotations.get(ANNOTATION_TOPOLOGY_SPEC)
-    topology = None
-    if raw_topology is not None and raw_topology.strip() != "":
-        topology = parse_network_topology_spec(raw_topology, f"annotation {ANNOTATION_TOPOLOGY_SPEC}")
-    return total, mode, policy, group, topology
+    # the annotations read otherwise than written, and what was used instead
+    fallbacks: tuple[Fallback, ...] = ()
 
 
 def spec_from_pod(pod: Pod, m: Membership, default_match_policy: str) -> GangSpec:
-    """The annotation way: parameters from the pod's annotations (and the lightweight labels)."""
-    labels, annotations = pod.labels, pod.annotations
-    if LIGHTWEIGHT_MIN_LABEL in labels:
-        min_member = _int_value(labels[LIGHTWEIGHT_MIN_LABEL], f"label {LIGHTWEIGHT_MIN_LABEL}", 1)
-    elif ANNOTATION_MIN in annotations:
-        min_member = _int_value(annotations[ANNOTATION_MIN], f"annotation {ANNOTATION_MIN}", 1)
-    else:
-        raise SpecError(f"annotation {ANNOTATION_MIN}", "is required for a gang declared by annotations")
-    wait: float | None = None
-    raw_wait = annotations.get(ANNOTATION_WAITING_TIME)
-    if raw_wait is not None and raw_wait.strip() != "":
-        wait = parse_duration(raw_wait, f"annotation {ANNOTATION_WAITING_TIME}")
-        if wait <= 0:
-            raise SpecError(f"annotation {ANNOTATION_WAITING_TIME}", f"{raw_wait!r} must be positive")
-    total, mode, policy, group, topology = _common_annotations(
-        annotations, m.gang_id, default_match_policy, min_member
+    """The annotation way: parameters from the pod's annotations (and the lightweight labels).
+    MinAvailableError when this pod cannot configure its gang; SpecError when the gang it would
+    configure can never be scheduled."""
+    min_member, where = min_available(pod.labels, pod.annotations)
+    fallbacks: list[Fallback] = []
+    if min_member < 0:
+        # koord-scheduler keeps it, and a gang that needs fewer than no members needs none
+        fallbacks.append(Fallback(where, repr(str(min_member)), "is negative", "0 (no minimum)"))
+        min_member = 0
+    wait = waiting_time(pod.annotations, fallbacks)
+    a = read_gang_annotations(pod.annotations, m.gang_id, default_match_policy, min_member)
+    fallbacks.extend(a.fallbacks)
+    return GangSpec(
+        min_member, a.total, a.mode, a.match_policy, wait, a.group, a.topology_spec, tuple(fallbacks)
     )
-    return GangSpec(min_member, total, mode, policy, wait, group, topology)
 
 
 def spec_from_podgroup(pg: PodGroup, default_match_policy: str) -> GangSpec:
-    """The CRD way: parameters from the PodGroup (and, for the sigs group, its annotations)."""
+    """The CRD way: parameters from the PodGroup (and, for the sigs group, its annotations; the
+    waiting-time annotation is not read there, scheduleTimeoutSeconds is)."""
     if pg.spec_error is not None:
         raise SpecError(f"PodGroup {pg.key} {pg.spec_error.path}", pg.spec_error.message)
     wait = float(pg.schedule_timeout_seconds) if pg.schedule_timeout_seconds else None
@@ -182,10 +111,10 @@ def spec_from_podgroup(pg: PodGroup, default_match_policy: str) -> GangSpec:
     if pg.api_group == X_K8S_GROUP:
         # scheduler-plugins' PodGroup has no modes or groups; its failures follow the reject percentage
         return GangSpec(pg.min_member, pg.min_member, STRICT, WAITING_AND_RUNNING, wait, (own,), None)
-    total, mode, policy, group, topology = _common_annotations(
-        pg.annotations, own, default_match_policy, pg.min_member
-    )
-    return GangSpec(pg.min_member, total, mode, policy, wait, group, topology)
+    a = read_gang_annotations(pg.annotations, own, default_match_policy, pg.min_member)
+    # told to the members: they say whose annotations they are
+    named = tuple(Fallback(f"PodGroup {own} {f.key}", f.value, f.why, f.used) for f in a.fallbacks)
+    return GangSpec(pg.min_member, a.total, a.mode, a.match_policy, wait, a.group, a.topology_spec, named)
 
 
 @dataclass(slots=True)
@@ -197,6 +126,9 @@ class Gang:
     spec: GangSpec | None = None
     # why the gang cannot be scheduled as declared (InvalidSpec), when it cannot
     error: str | None = None
+    # declared by annotations: the member whose annotations configured the gang (the first with
+    # a usable min-available, as in koord-scheduler; no later member changes it)
+    configured_by: str | None = None
     create_time: float = 0.0
     pod_group: PodGroup | None = None
     # every member pod we know, by key; and the subsets waiting at Permit and bound
@@ -229,15 +161,7 @@ class Gang:
         return self.source if self.source in (FROM_SIGS, FROM_X_K8S) else FROM_SIGS
 
 
-def topology_index(pod: Pod) -> int | None:
-    raw = pod.annotations.get(ANNOTATION_TOPOLOGY_INDEX)
-    if raw is None:
-        return None
-    text = raw.strip()
-    return int(text) if text.lstrip("-").isdigit() else None
-
-
 def member_order_key(pod: Pod) -> tuple[int, int, str]:
     """Deterministic member order: indexed pods first by index, then by name."""
-    idx = topology_index(pod)
+    idx = topology_index(pod.annotations)
     return (0, idx, pod.name) if idx is not None else (1, 0, pod.name)

@@ -21,17 +21,24 @@ Coscheduling plugin for where, and for which gang's rules a gang group follows.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from koordpy.api.errors import SpecError
 from koordpy.api.pod import Pod
 from koordpy.plugins.coscheduling.offers import Offers
+
+# the gather rules a gang asks for are read with the other gang annotations; re-exported, as the
+# Coscheduling plugin, the topology benchmark and tests import them from here
+from koordpy.status.gang_annotations import MUST_GATHER as MUST_GATHER
+from koordpy.status.gang_annotations import PREFER_GATHER as PREFER_GATHER
+from koordpy.status.gang_annotations import GatherRule as GatherRule
+from koordpy.status.gang_annotations import NetworkTopologySpec as NetworkTopologySpec
+from koordpy.status.gang_annotations import parse_network_topology_spec as parse_network_topology_spec
+from koordpy.status.gang_annotations import read_network_topology_spec as read_network_topology_spec
 
 # re-exported: the Coscheduling plugin and the topology benchmark import it from here
 from koordpy.status.topology import (
@@ -48,160 +55,11 @@ from koordpy.status.topology import (
 
 log = logging.getLogger(__name__)
 
-PREFER_GATHER = "PreferGather"
-MUST_GATHER = "MustGather"
-STRATEGIES = (PREFER_GATHER, MUST_GATHER)
-# a multiple larger than any gang can have (minMember is an int32) could never be met
-MAX_POD_COUNT_MULTIPLE = 2**31 - 1
-# more rules than a topology can have layers (see koordpy.status.topology.MAX_LAYERS) can only
-# repeat or name unknown layers; the bound keeps messages and checks short
-MAX_GATHER_RULES = 32
 
-
-# ============================================================================ the gang's annotation
-@dataclass(frozen=True, slots=True)
-class GatherRule:
-    layer: str
-    strategy: str
-    # every domain of the layer receives a multiple of this many pods (1: no constraint)
-    pod_count_multiple: int = 1
-
-
-@dataclass(frozen=True, slots=True)
-class NetworkTopologySpec:
-    rules: tuple[GatherRule, ...] = ()
-
-    def unknown_layers(self, chain: LayerChain) -> list[str]:
-        known = set(chain.order)
-        return [r.layer for r in self.rules if r.layer not in known]
-
-    def must_gather_layer(self, chain: LayerChain) -> str | None:
-        """The layer closest to the nodes that has MustGather: the only one that matters, since
-        a domain inside it is inside every MustGather domain above it too."""
-        musts = [r.layer for r in self.rules if r.strategy == MUST_GATHER and r.layer in chain.order]
-        return max(musts, key=chain.depth) if musts else None
-
-    def multiples(self) -> dict[str, int]:
-        return {r.layer: r.pod_count_multiple for r in self.rules if r.pod_count_multiple > 1}
-
-    def without_multiples(self) -> NetworkTopologySpec:
-        """The same gather rules with no podCountMultiple: for members placed after the group, the
-        split the multiples ask for was made when the group was placed."""
-        return NetworkTopologySpec(tuple(replace(r, pod_count_multiple=1) for r in self.rules))
-
-    def same_rules(self, other: NetworkTopologySpec) -> bool:
-        """Whether both ask for the same placement (the order the rules are listed in is no part
-        of it: each names its own layer)."""
-        return set(self.rules) == set(other.rules)
-
-    def describe(self) -> str:
-        if not self.rules:
-            return "no gather rules"
-        parts = []
-        for r in self.rules:
-            multiple = f" podCountMultiple {r.pod_count_multiple}" if r.pod_count_multiple > 1 else ""
-            parts.append(f"{r.strategy} {r.layer}{multiple}")
-        return ", ".join(parts)
-
-
-# a spec is an object of a list of objects: anything deeper than this is not one
-MAX_SPEC_NESTING = 32
-
-
-def json_nesting_depth(raw: str) -> int:
-    """The deepest bracket nesting of a JSON text, strings skipped; cheap when few brackets."""
-    if raw.count("[") + raw.count("{") <= MAX_SPEC_NESTING:
-        return 0  # not deeper than MAX_SPEC_NESTING, all that callers ask
-    depth = deepest = 0
-    in_string = escaped = False
-    for char in raw:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif char in "]}":
-            depth -= 1
-    return deepest
-
-
-def parse_network_topology_spec(raw: str, where: str) -> NetworkTopologySpec:
-    """Parse `gang.scheduling.koordinator.sh/network-topology-spec`; SpecError names what is wrong.
-    Any text at all gives a spec or a SpecError: JSON too deep for the parser, numbers too long to
-    convert and values of any type become SpecErrors naming the field."""
-    if json_nesting_depth(raw) > MAX_SPEC_NESTING:
-        # decided before parsing: whether the parser itself gives up depends on the stack in use
-        raise SpecError(where, "is nested too deeply to be a network-topology-spec")
-    try:
-        doc = json.loads(raw)
-    except json.JSONDecodeError as err:
-        raise SpecError(
-            where, f"is not valid JSON: {err.msg} at line {err.lineno} column {err.colno}"
-        ) from None
-    except RecursionError:
-        raise SpecError(where, "is nested too deeply to be a network-topology-spec") from None
-    except ValueError as err:
-        # an integer literal longer than Python converts (sys.get_int_max_str_digits)
-        raise SpecError(where, f"is not usable JSON: {str(err)[:120]}") from None
-    if not isinstance(doc, dict):
-        raise SpecError(where, f'must be a JSON object such as {{"gatherStrategy": [...]}}, got {brief(doc)}')
-    unknown = sorted(set(doc) - {"gatherStrategy"})
-    if unknown:
-        shown = ", ".join(brief(k) for k in unknown[:5]) + (
-            f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
-        )
-        raise SpecError(where, f"unknown field(s) {shown}; only gatherStrategy is understood")
-    entries = doc.get("gatherStrategy")
-    if entries is None:
-        entries = []
-    if not isinstance(entries, list):
-        raise SpecError(f"{where} gatherStrategy", f"must be a list, got {brief(entries)}")
-    if len(entries) > MAX_GATHER_RULES:
-        raise SpecError(
-            f"{where} gatherStrategy", f"lists {len(entries)} rules; at most {MAX_GATHER_RULES} are supported"
-        )
-    rules: list[GatherRule] = []
-    seen: set[str] = set()
-    for i, entry in enumerate(entries):
-        path = f"{where} gatherStrategy[{i}]"
-        if not isinstance(entry, dict):
-            raise SpecError(path, f"must be an object with layer and strategy, got {brief(entry)}")
-        layer = entry.get("layer")
-        if not isinstance(layer, str) or not layer:
-            raise SpecError(
-                f"{path}.layer", f"is required and must be a non-empty string, got {brief(layer)}"
-            )
-        if layer in seen:
-            raise SpecError(f"{path}.layer", f"layer {brief(layer)} is listed twice")
-        seen.add(layer)
-        strategy = entry.get("strategy")
-        if not isinstance(strategy, str) or strategy not in STRATEGIES:
-            raise SpecError(f"{path}.strategy", f"{brief(strategy)} must be one of {', '.join(STRATEGIES)}")
-        multiple = entry.get("podCountMultiple", 1)
-        if multiple is None:
-            multiple = 1
-        if isinstance(multiple, bool) or not isinstance(multiple, int):
-            raise SpecError(f"{path}.podCountMultiple", f"{brief(multiple)} must be an integer")
-        if multiple < 0:
-            raise SpecError(f"{path}.podCountMultiple", f"{brief(multiple)} must not be negative")
-        if multiple > MAX_POD_COUNT_MULTIPLE:
-            raise SpecError(
-                f"{path}.podCountMultiple",
-                f"{brief(multiple)} is too large (at most {MAX_POD_COUNT_MULTIPLE})",
-            )
-        rules.append(GatherRule(layer, strategy, max(multiple, 1)))
-    return NetworkTopologySpec(tuple(rules))
-
-
-def unknown_layer_message(spec: NetworkTopologySpec, chain: LayerChain, where: str) -> str | None:
-    unknown = spec.unknown_layers(chain)
+def unknown_layer_message(
+    spec: NetworkTopologySpec, chain: LayerChain, where: str, strategy: str | None = None
+) -> str | None:
+    unknown = spec.unknown_layers(chain, strategy)
     if not unknown:
         return None
     layers = ", ".join(chain.order[1:])

@@ -2,8 +2,11 @@
 
 Extension points: QueueSort (priority, then the group's creation time, or its last failure, then
 name), PreEnqueue (a gang waits, without using scheduling cycles, until every gang of its group has
-enough members), Permit (members wait until every gang of the group reaches its minimum, then are
-released together), Reserve/Unreserve (Strict gangs roll back together), PreBind (gang batch
+enough members), PreFilter (a member placed after its group stays in the group's domain; a
+scheduler-plugins PodGroup waits while the cluster cannot hold its minResources, minresources.py),
+PreScore/Score (pods with a network-topology selector are drawn to their peers' domains,
+selector_score.py), Permit (members wait until every gang of the group reaches its minimum, then
+are released together), Reserve/Unreserve (Strict gangs roll back together), PreBind (gang batch
 annotations) and PostBind (the group counts as satisfied once a member is bound).
 
 The scheduler places a gang group as a unit: once one member is popped, `batch_members` names every
@@ -46,8 +49,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import numpy as np
 from pydantic import Field, field_validator
 
+from koordpy import logs
 from koordpy.api import names
 from koordpy.api.duration import parse_duration
 from koordpy.api.pod import Pod
@@ -70,8 +75,13 @@ from koordpy.framework.interfaces import (
     PreEnqueueRecheck,
     PreFilterPlugin,
     PreFilterResult,
+    PreScorePlugin,
     QueueSortPlugin,
     ReservePlugin,
+    Rows,
+    ScoreExtensions,
+    ScorePlugin,
+    Scores,
 )
 from koordpy.framework.queued import QueuedPodInfo
 from koordpy.framework.status import SKIP, Code, Status
@@ -86,6 +96,7 @@ from koordpy.plugins.coscheduling.gang import (
     Gang,
     member_order_key,
 )
+from koordpy.plugins.coscheduling.minresources import MinResourcesCheck
 from koordpy.plugins.coscheduling.networktopology import (
     ClusterTopologyView,
     GatherDomain,
@@ -98,7 +109,19 @@ from koordpy.plugins.coscheduling.networktopology import (
 from koordpy.plugins.coscheduling.offers import offer_slots
 from koordpy.plugins.coscheduling.preemption import JobPreemption
 from koordpy.plugins.coscheduling.registry import GANG_REGISTRY, GangRegistry
+from koordpy.plugins.coscheduling.selector_score import (
+    TreeColumns,
+    normalize_positions,
+    peer_rows,
+    preference_positions,
+    shared_selector_index,
+    topology_selector,
+    tree_columns,
+)
+from koordpy.status.gang_annotations import MUST_GATHER, PREFER_GATHER, Fallback
 from koordpy.status.topology import TopologyTree
+
+log = logs.get(__name__)
 
 NAME = names.COSCHEDULING
 TOPOLOGY_VIEW: SharedKey[ClusterTopologyView] = SharedKey("coscheduling.topology")
@@ -109,10 +132,20 @@ BIND_GANG_GROUP_ID = "internal.scheduling.koordinator.sh/bind-gang-group-id"
 BIND_GANG_MEMBER_COUNT = "internal.scheduling.koordinator.sh/bind-gang-member-count"
 BIND_GANG_GROUP_ID_DEPRECATED = "scheduling.koordinator.sh/bind-gang-group-id"
 BIND_GANG_MEMBER_COUNT_DEPRECATED = "scheduling.koordinator.sh/bind-gang-member-count"
+# each feasible node's place in the network-topology-selector order, for the rows PreScore saw
+PRE_SCORE_STATE = f"{NAME}/pre-score-state"
 
 
 class CoschedulingArgs(PluginArgs):
-    """Both reference systems' CoschedulingArgs in one model."""
+    """Both reference systems' CoschedulingArgs in one model: koord-scheduler's (defaultTimeout,
+    defaultMatchPolicy, enablePreemption, awareNetworkTopology, controllerWorkers,
+    skipCheckScheduleCycle) and scheduler-plugins' (permitWaitingTimeSeconds,
+    podGroupBackoffSeconds, podGroupRejectPercentage), so that either project's files load."""
+
+    UNHONOURED_FIELDS = {
+        "controllerWorkers": "koordpy keeps PodGroup status with its operator, not scheduler workers",
+        "skipCheckScheduleCycle": "koord-scheduler v1.8 does not act on it either",
+    }
 
     default_timeout: float | str = Field(default=600.0)
     default_match_policy: str = ONCE_SATISFIED
@@ -176,6 +209,9 @@ class Coscheduling(
     PreEnqueueRecheck,
     PreFilterPlugin,
     PostFilterPlugin,
+    PreScorePlugin,
+    ScorePlugin,
+    ScoreExtensions,
     ReservePlugin,
     PermitPlugin,
     PreBindPlugin,
@@ -203,6 +239,12 @@ class Coscheduling(
         self._binding_members: dict[str, frozenset[str]] = {}
         # the last group's MustGather domain, with what it was computed from (see _gather_domain)
         self._domain_memo: tuple[tuple[object, ...], GatherDomain | str | None] | None = None
+        # gated members per gang, for the registry version they were counted at
+        self._gated_memo: tuple[int, dict[str, int]] = (-1, {})
+        self.min_resources = MinResourcesCheck(handle.clock, float(self.cargs.permit_waiting_time_seconds))
+        self.selectors = shared_selector_index(handle)
+        # the topology tree as columns over the snapshot rows, with the tree they were taken from
+        self._tree_columns: tuple[TopologyTree, int, TreeColumns] | None = None
 
     def events_to_register(self) -> Sequence[ClusterEvent]:
         return (
@@ -213,31 +255,66 @@ class Coscheduling(
         )
 
     # ----------------------------------------------------------------------------- QueueSort
-    def sort_key(self, info: QueuedPodInfo) -> tuple[int, float, str, str]:
+    def sort_key(self, info: QueuedPodInfo) -> tuple[int, float, float, str, str]:
         pod = info.pod
+        # of equal priority, the pods of the tenant that uses least of its quota go first
+        share = self.handle.queue_share(pod)
         gang = self.registry.gang(pod)
         if gang is None or self.registry.once_satisfied(gang):
-            return (-pod.priority, info.initial_attempt_timestamp, pod.key, pod.key)
+            return (-pod.priority, share, info.initial_attempt_timestamp, pod.key, pod.key)
         group_time = gang.create_time
         failures = [g.last_failure for g in self.registry.group(gang) if g is not None and g.last_failure]
         if failures:
             # a group that has just failed goes behind its peers of the same priority
             group_time = max(group_time, *failures)
-        return (-pod.priority, group_time, gang.group_id, pod.key)
+        return (-pod.priority, share, group_time, gang.group_id, pod.key)
 
     # ----------------------------------------------------------------------------- PreEnqueue
     def gated_pods_to_recheck(self) -> set[str]:
         return self.registry.take_touched()
 
+    def _tell_fallbacks(self, pod: Pod) -> None:
+        """Each gang annotation read otherwise than written (koordpy.status.gang_annotations), told
+        once to each member as a Warning event, where koord-scheduler only logs it."""
+        for fallback in self.registry.untold_fallbacks(pod):
+            self.handle.emit(RecordEvent(pod, "Warning", names.GANG_ANNOTATION_DEFAULTED, fallback.message()))
+
     def pre_enqueue(self, pod: Pod) -> Status | None:
+        self._tell_fallbacks(pod)
         verdict = self.registry.readiness(pod)
         if verdict is None:
             message = self._spec_conflict(pod) or self._unknown_layers(pod)
             if message is None:
-                return None
+                return self._waiting_for_gated(pod)
             return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (message,), NAME, REASON_INVALID_SPEC)
         reason = REASON_INVALID_SPEC if verdict.invalid else REASON_GANG_NOT_READY
         return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (verdict.message,), NAME, reason)
+
+    def _waiting_for_gated(self, pod: Pod) -> Status | None:
+        """A gang that reaches its minimum only with members its scheduling gates still hold waits
+        for them here: its other members placed now would hold their nodes until the permit
+        timeout for nothing. The gated members themselves stay SchedulingGated."""
+        gang = self.registry.gang(pod)
+        if gang is None or self.registry.once_satisfied(gang):
+            return None
+        if self._gated_memo[0] != self.registry.version:
+            self._gated_memo = (self.registry.version, {})
+        counts = self._gated_memo[1]
+        short: list[str] = []
+        for other in self.registry.group(gang):
+            if other is None or other.spec is None:
+                continue
+            gated = counts.get(other.id)
+            if gated is None:
+                pods = self.registry.pods
+                gated = counts[other.id] = sum(
+                    1 for k in other.children if (m := pods.get(k)) is not None and m.scheduling_gates
+                )
+            if gated and len(other.children) - gated < other.spec.min_member:
+                short.append(f"gang {other.id} waits for {gated} gated member(s)")
+        if not short:
+            return None
+        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ("; ".join(short),), NAME, REASON_GANG_NOT_READY)
 
     # ----------------------------------------------------------------------------- topology
     def _group_topology(self, gang: Gang) -> tuple[Gang, NetworkTopologySpec] | str | None:
@@ -293,7 +370,20 @@ class Coscheduling(
         if found is None or chain is None:
             return None
         gang, spec = found
-        message = unknown_layer_message(spec, chain, f"annotation {ANNOTATION_TOPOLOGY_SPEC}")
+        where = f"annotation {ANNOTATION_TOPOLOGY_SPEC}"
+        # koord-scheduler's solver matches rules to domains by layer: a PreferGather rule for a
+        # layer the topology lacks matches nothing and is ignored, while a MustGather one leaves no
+        # domain the group may use, so the group is never placed (searchMustGatherSatisfiedNodes)
+        for layer in spec.unknown_layers(chain, PREFER_GATHER):
+            told = Fallback(
+                f"{where} gatherStrategy layer",
+                repr(layer)[:80],
+                f"is no layer of ClusterNetworkTopology default ({', '.join(chain.order[1:])})",
+                "no preference for that layer",
+            )
+            if self.registry.tell_once(pod, told):
+                self.handle.emit(RecordEvent(pod, "Warning", names.GANG_ANNOTATION_DEFAULTED, told.message()))
+        message = unknown_layer_message(spec, chain, where, MUST_GATHER)
         if message is None:
             return None
         message = f"gang {gang.id}: {message}"
@@ -374,6 +464,12 @@ class Coscheduling(
         return domain
 
     def pre_filter(self, state: CycleState, pod: Pod) -> tuple[PreFilterResult | None, Status | None]:
+        gang = self.registry.gang(pod)
+        # a scheduler-plugins PodGroup the cluster cannot hold waits (minresources.py);
+        # unresolvable, as there, so that nothing is evicted for it
+        short = self.min_resources.refusal(gang, self.handle.cache) if gang is not None else None
+        if short is not None:
+            return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (short,), NAME)
         node = self._planned.get(pod.key)
         if node is not None:
             return PreFilterResult(frozenset((node,))), None
@@ -413,6 +509,12 @@ class Coscheduling(
             return domain, _refusal(domain)
         if domain is not None:
             spec = spec.without_multiples()
+        # members nominated by job-level preemption go where it made room for them while that still
+        # holds, as a pod tries its nominated node first
+        kept = self.preemption.nominated_plan(members, tree, spec, self.same_job(pod))
+        if kept is not None:
+            self._planned.update(kept)
+            return None
         profile = self.handle.profile
         # with members placed already, the members' PreFilter confines the offers to their domain
         offers = offer_slots(profile, members, snap.live_rows(), self.same_job(pod))
@@ -483,10 +585,14 @@ class Coscheduling(
         for other in self.registry.group(gang):
             if other is None:
                 continue
+            # a member its scheduling gates hold is not placed, nor told the group's verdict
             pending = [
                 self.registry.pods[k]
                 for k in other.children
-                if k not in other.bound and k not in other.waiting and k in self.registry.pods
+                if k not in other.bound
+                and k not in other.waiting
+                and k in self.registry.pods
+                and not self.registry.pods[k].scheduling_gates
             ]
             members.extend(pending)
         # one order for the whole group: the ranks of a job often span its gangs (launcher, workers)
@@ -556,7 +662,11 @@ class Coscheduling(
             # NonStrict keeps what it placed; so does a Strict gang when nothing failed and it is
             # only short of members that are not here yet: they join through Permit until timeout
             keep_waiting = True
+        if keep_waiting and (v3 := log.v(3)):
+            v3.info("Gang waiting for more members", gang=gang.id, gangGroup=gang.group_id, err=message)
         if not self._group_valid(gang) and not keep_waiting:
+            if v2 := log.v(2):
+                v2.info("Gang rejected", gang=gang.id, gangGroup=gang.group_id, err=message)
             self.observe("rejected:Unschedulable", 1.0)
             self.reject_group(gang, message)
             for g in group:
@@ -580,6 +690,10 @@ class Coscheduling(
         head = f"gang {gang.id}" if len(gang.group) == 1 else f"gang group [{gang.group_id}]"
         message = f"{head} cannot be placed as a whole: member {pod.key} {why}"
         if "timeout" in why:
+            if v2 := log.v(2):
+                v2.info(
+                    "Gang timed out at Permit", gang=gang.id, gangGroup=gang.group_id, pod=pod.key, err=why
+                )
             self.observe("rejected:Timeout", 1.0)
         self.registry.messages[gang.group_id] = message
         return message
@@ -610,6 +724,13 @@ class Coscheduling(
             first = min(seen, default=None)
             if first is not None:
                 self.observe("bound", self.handle.clock.now() - first)
+        if keys and not released_before and (v2 := log.v(2)):
+            v2.info(
+                "Gang placed; members released to bind",
+                gang=gang.id,
+                gangGroup=gang.group_id,
+                members=len(keys),
+            )
         self._binding_members[gang.group_id] = frozenset(keys)
         for key in keys:
             wp = waiting.get(key)
@@ -623,6 +744,45 @@ class Coscheduling(
             if wp is not None:
                 wp.reject(NAME, message)
 
+    # ----------------------------------------------------------------------------- PreScore/Score
+    def pre_score(self, state: CycleState, pod: Pod, rows: Rows) -> Status | None:
+        """Pods with a network-topology selector are drawn to the domains of their peers
+        (selector_score.py); every other pod is left to the other plugins."""
+        positions = self._selector_positions(pod, rows)
+        if positions is None:
+            return SKIP
+        state.write(PRE_SCORE_STATE, (rows, positions))
+        return None
+
+    def score(self, state: CycleState, pod: Pod, rows: Rows) -> Scores:
+        stored = state.read(PRE_SCORE_STATE)
+        if stored is not None and (stored[0] is rows or np.array_equal(stored[0], rows)):
+            positions: Scores = stored[1]
+            return positions
+        # a configuration that enables Score without PreScore
+        found = self._selector_positions(pod, rows)
+        return found if found is not None else np.zeros(rows.size, dtype=np.int64)
+
+    def normalize_score(self, state: CycleState, pod: Pod, rows: Rows, scores: Scores) -> Scores:
+        if not topology_selector(pod):
+            return scores
+        return normalize_positions(scores)
+
+    def _selector_positions(self, pod: Pod, rows: Rows) -> Scores | None:
+        selector = topology_selector(pod)
+        if not selector or self.topology.unavailable() is not None:
+            return None
+        snap = self.handle.snapshot
+        tree = self.topology.tree(snap)
+        if tree is None:
+            return None
+        memo = self._tree_columns
+        if memo is None or memo[0] is not tree or memo[1] != snap.capacity:
+            memo = (tree, snap.capacity, tree_columns(tree, snap))
+            self._tree_columns = memo
+        peers = peer_rows(self.selectors, selector, self.handle.cache)
+        return preference_positions(memo[2], rows, peers)
+
     # ----------------------------------------------------------------------------- Reserve
     def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         return None
@@ -632,6 +792,8 @@ class Coscheduling(
         if gang is None:
             return
         gang.waiting.discard(pod.key)
+        # as scheduler-plugins' Unreserve: the group's minResources are checked again
+        self.min_resources.forget(gang.id)
         if self.registry.once_satisfied(gang) or gang.spec is None:
             return
         if gang.source == FROM_X_K8S or gang.spec.mode != NON_STRICT:

@@ -9,16 +9,25 @@ failed (the trigger), after the pass has given back whatever it held:
    failure there was Unschedulable, not UnschedulableAndUnresolvable). A legal victim has a lower
    priority than the trigger, is not opted out (`scheduling.koordinator.sh/disable-preemptible`,
    `quota.scheduling.koordinator.sh/preemptible: "false"`), is not already terminating and does
-   not belong to the group.
+   not belong to the group. Plugins of the profile with victim rules of their own (`VictimFilter`:
+   elastic quota) take the place of the priority test, and count the victims as gone while the
+   members are planned (`Handle.releasing`).
 3. Placement of every pending member on that lighter cluster: with a network-topology-spec, the
    topology plan (whole group in one domain that satisfies MustGather, tightest fit, cost as the
    tie-break); otherwise member by member, each with the earlier ones assumed, on the cheapest
    node that fits. A node's cost follows the job-aware model: PodDisruptionBudgets its victims
    would break (respected where there is a choice, as kube-scheduler does), then the victim jobs
    it would disrupt that are not disrupted already, then the priority ranks of those jobs, then
-   its victim count. A victim's job is its gang group, else its controller, else the pod itself.
-   Member by member, a node is costed once by the victims that member alone needs there and once
-   by all it might need; the cheaper of the two outcomes (after step 4) is carried out.
+   its victims not already counted for an earlier member. A victim's job is its gang group, else
+   its controller, else the pod itself. Of nodes of equal cost, one that earlier members already
+   use wins, then the first by name: the gang stays together (Koordinator's placeToSchedulePods
+   takes the first cheapest node in name order, which puts the members of its "preempt success"
+   case both on the first node). Member by member, a node is costed once by the victims that
+   member alone needs there and once by all it might need, and the members are also packed, each
+   onto a node the earlier ones use while one fits, else onto one that can hold the most of them
+   (the cheapest of those by all its victims); the cheapest of the three outcomes (after step 4)
+   is carried out, and of equally cheap outcomes the one that evicts on the fewest nodes, then
+   spreads the members over the fewest.
 4. Fewest victims: on each chosen node the victims are put back, PDB-protected ones first, then
    the most important (priority, then job, then name); each one that leaves every member planned
    there still fitting stays.
@@ -27,11 +36,17 @@ failed (the trigger), after the pass has given back whatever it held:
    nomination; every pending member is nominated to its planned node.
 
 If any member cannot be placed even with every legal victim gone, nobody is evicted.
+
+The members' next pass honours the nominations: a pod tries its nominated node first, as
+kube-scheduler does (the scheduling cycle), and a topology-aware group keeps its nominated nodes
+as its plan while they still hold the group (`nominated_plan`), so the members are bound where the
+room was made for them and not in a domain that has become just as good meanwhile.
 """
 
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -45,20 +60,28 @@ from koordpy.framework.diagnosis import Diagnosis
 from koordpy.framework.effects import Evict, Nominate
 from koordpy.framework.interfaces import PostFilterResult
 from koordpy.framework.status import Code, Status
-from koordpy.plugins.coscheduling.networktopology import Placement, plan_with_offers
-from koordpy.plugins.coscheduling.offers import offer_slots
+from koordpy.plugins.coscheduling.networktopology import NetworkTopologySpec, Placement, plan_with_offers
+from koordpy.plugins.coscheduling.offers import Offers, offer_slots
 from koordpy.plugins.defaultpreemption import preemptible, terminating_by_preemption
 from koordpy.plugins.disruptionbudgets import Budget, DisruptionBudgets, split_by_pdb
 
 if TYPE_CHECKING:
     from koordpy.plugins.coscheduling.gang import Gang
     from koordpy.plugins.coscheduling.plugin import Coscheduling
+    from koordpy.status.topology import TopologyTree
 
 MSG_POLICY_NEVER = "not eligible due to preemptionPolicy=Never."
 MSG_TERMINATING = "not eligible due to terminating pod on the nominated node."
 MSG_NO_PENDING = "no pending pods"
 MSG_NO_VICTIMS = "no potential victims"
 MSG_NOT_HELPFUL = "preemption not helpful"
+
+# Ways of choosing each member's node when members are planned one by one (see _place_one_by_one):
+# the cheapest by the victims the member alone needs there, the cheapest by all the node's
+# victims, and the node that can hold the most members (packing the gang onto few nodes)
+BY_NEED = "need"
+BY_ALL = "all"
+PACKED = "packed"
 
 
 @dataclass(slots=True)
@@ -81,6 +104,16 @@ class _Plan:
     exact: bool = True
 
 
+@dataclass(slots=True)
+class _Taken:
+    """What the members planned so far cost, for costing the next one: the victim jobs they
+    disrupt, the victims already counted, and the nodes they use."""
+
+    jobs: set[str] = field(default_factory=set)
+    victims: set[str] = field(default_factory=set)
+    rows: set[int] = field(default_factory=set)
+
+
 def _unschedulable(message: str) -> PostFilterResult:
     return PostFilterResult("", Status(Code.UNSCHEDULABLE, (message,)))
 
@@ -101,8 +134,10 @@ class JobPreemption:
             return f"{pod.namespace}/{owner.kind}/{owner.name}"
         return pod.key
 
-    def _legal_victim(self, victim: Pod, priority: int, group: frozenset[str]) -> bool:
-        if victim.priority >= priority or not preemptible(victim) or victim.deletion_ts is not None:
+    def _may_be_victim(self, victim: Pod, group: frozenset[str]) -> bool:
+        """Not opted out, not terminating, not of the group; whether the trigger may evict it is
+        `Handle.victim_mask`'s to say."""
+        if not preemptible(victim) or victim.deletion_ts is not None:
             return False
         gang = self.plugin.registry.gang(victim)
         return gang is None or gang.id not in group
@@ -150,10 +185,8 @@ class JobPreemption:
                 and codes[row] == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
             ):
                 continue  # a node the trigger can never use holds nothing for it
-            if any(
-                other.priority < member.priority and preemptible(other) and terminating_by_preemption(other)
-                for other in snap.pods_on(row)
-            ):
+            terminating = [o for o in snap.pods_on(row) if preemptible(o) and terminating_by_preemption(o)]
+            if terminating and handle.victim_mask(member, terminating).any():
                 return True
         return False
 
@@ -162,20 +195,25 @@ class JobPreemption:
     ) -> tuple[tuple[_Plan, list[_Victim]] | None, str]:
         """With every victim gone, the plan and the victims it really needs that cost least; or
         None and why some member cannot be placed even then."""
-        best: tuple[tuple[int, int, int, int], _Plan, list[_Victim]] | None = None
+        best: tuple[tuple[int, ...], _Plan, list[_Victim]] | None = None
         why = ""
+        victim_pods = [v.pod for v in victims]
         with self.handle.snapshot.trial() as cleared:
             for v in victims:
                 cleared.remove_pod(v.pod, v.row)
             # member by member, a node's cost can be judged by the victims the member alone needs
-            # there, or by all it could need: each misses cases the other gets, so both are tried
-            # and the cheaper outcome, after the fewest-victims step, is taken
-            for by_need in (True, False):
-                plan, why = self._place(trigger, members, victims, by_need)
-                if plan is None:
-                    break
-                chosen = self._fewest_victims(plan, members, victims, trigger)
-                cost = self._total_cost(chosen)
+            # there, or by all it could need, and a greedy choice never sees that a later member
+            # could join an earlier one: each way misses cases another gets, so all are tried and
+            # the cheapest outcome, after the fewest-victims step, is taken (of equal ones, the
+            # first that touches the fewest nodes)
+            for way in (BY_NEED, BY_ALL, PACKED):
+                # each way starts from every victim gone, whatever the last one gave back
+                with self.handle.releasing(victim_pods):
+                    plan, why = self._place(trigger, members, victims, way)
+                    if plan is None:
+                        break
+                    chosen = self._fewest_victims(plan, members, victims, trigger)
+                cost = self._total_cost(chosen, plan)
                 if best is None or cost < best[0]:
                     best = (cost, plan, chosen)
                 if plan.exact:
@@ -184,14 +222,18 @@ class JobPreemption:
             return None, why
         return (best[1], best[2]), why
 
-    def _total_cost(self, victims: Sequence[_Victim]) -> tuple[int, int, int, int]:
-        """The cost of an eviction as a whole: PDBs broken, jobs, their priority ranks, pods."""
+    def _total_cost(self, victims: Sequence[_Victim], plan: _Plan) -> tuple[int, ...]:
+        """The cost of an eviction as a whole: PDBs broken, jobs, their priority ranks, pods; then
+        the nodes it evicts on and the nodes the members spread over, so that of equal evictions
+        the one that disturbs fewer nodes and keeps the gang closer together wins."""
         budgets = self.budgets.budgets(self.handle.snapshot)
         breaking = split_by_pdb([v.pod for v in victims], budgets)[0] if budgets else []
         jobs: dict[str, int] = {}
         for v in victims:
             jobs[v.job] = max(jobs.get(v.job, 0), v.rank)
-        return (len(breaking), len(jobs), sum(jobs.values()), len(victims))
+        nodes_hit = len({v.row for v in victims})
+        spread = len(set(plan.rows.values()))
+        return (len(breaking), len(jobs), sum(jobs.values()), len(victims), nodes_hit, spread)
 
     # ------------------------------------------------------------------------------ dry run
     def _potential_rows(self, diagnosis: Diagnosis) -> np.ndarray:
@@ -210,11 +252,13 @@ class JobPreemption:
 
     def _victims(self, trigger: Pod, rows: np.ndarray, group: frozenset[str]) -> list[_Victim]:
         snap = self.handle.snapshot
-        found: list[tuple[Pod, int]] = []
+        candidates: list[tuple[Pod, int]] = []
         for row in rows.tolist():
             for pod in snap.info(row).pods.values():
-                if self._legal_victim(pod, trigger.priority, group):
-                    found.append((pod, row))
+                if self._may_be_victim(pod, group):
+                    candidates.append((pod, row))
+        allowed = self.handle.victim_mask(trigger, [pod for pod, _ in candidates]).tolist()
+        found = [c for c, ok in zip(candidates, allowed, strict=True) if ok]
         ranks = {p: i for i, p in enumerate(sorted({pod.priority for pod, _ in found}))}
         victims = [_Victim(pod, row, self.job_of(pod), ranks[pod.priority]) for pod, row in found]
         budgets = self.budgets.budgets(snap)
@@ -230,7 +274,7 @@ class JobPreemption:
         return victims
 
     def _place(
-        self, trigger: Pod, members: Sequence[Pod], victims: Sequence[_Victim], by_need: bool
+        self, trigger: Pod, members: Sequence[Pod], victims: Sequence[_Victim], way: str
     ) -> tuple[_Plan | None, str]:
         """Where each member goes once the victims are gone (None and why, when some cannot)."""
         by_row: dict[int, list[_Victim]] = {}
@@ -240,7 +284,7 @@ class JobPreemption:
         topology = self.plugin.topology_for(trigger)
         if topology is not None:
             return self._place_in_topology(members, by_row, topology, ignore)
-        return self._place_one_by_one(members, by_row, ignore, by_need)
+        return self._place_one_by_one(members, by_row, ignore, way)
 
     def _needed(
         self, member: Pod, row: int, victims: Sequence[_Victim], budgets: Sequence[Budget]
@@ -268,11 +312,14 @@ class JobPreemption:
         return evicted
 
     @staticmethod
-    def _cost(victims: Sequence[_Victim], disrupted: set[str]) -> tuple[int, int, int, int]:
-        """(PDB violations, new victim jobs, their priority ranks, victims): lower is better."""
+    def _cost(victims: Sequence[_Victim], taken: _Taken | None = None) -> tuple[int, int, int, int]:
+        """(PDB violations, new victim jobs, their priority ranks, victims) of the victims not
+        counted for an earlier member: lower is better."""
+        if taken is not None:
+            victims = [v for v in victims if v.pod.key not in taken.victims]
         jobs: dict[str, int] = {}
         for v in victims:
-            if v.job not in disrupted:
+            if taken is None or v.job not in taken.jobs:
                 jobs[v.job] = max(jobs.get(v.job, 0), v.rank)
         return (sum(v.breaks_pdb for v in victims), len(jobs), sum(jobs.values()), len(victims))
 
@@ -281,13 +328,17 @@ class JobPreemption:
         members: Sequence[Pod],
         by_row: dict[int, list[_Victim]],
         ignore: Callable[[Pod], bool],
-        by_need: bool,
+        way: str,
     ) -> tuple[_Plan | None, str]:
         snap = self.handle.snapshot
         profile: Any = self.handle.profile
         plan = _Plan(exact=False)
-        disrupted: set[str] = set()
+        taken = _Taken()
         budgets = self.budgets.budgets(snap)
+        room = None
+        if way == PACKED:
+            # how many of the members each node could hold, every victim gone
+            room = offer_slots(profile, members, snap.live_rows(), ignore).slots
         # each member is planned with the earlier ones assumed on their nodes
         with snap.trial() as trial:
             for member in members:
@@ -302,7 +353,7 @@ class JobPreemption:
                 feasible = profile.run_filter_with_nominated(state, member, rows, None, ignore)
                 if feasible.size == 0:
                     return None, f"pod {member.key} does not fit even with every lower-priority pod evicted"
-                best = self._cheapest_row(member, feasible, by_row, disrupted, budgets, by_need)
+                best = self._cheapest_row(member, feasible, by_row, taken, budgets, way, room)
                 plan.rows[member.key] = best
                 plan.states[member.key] = state
                 trial.add_pod(member, best)
@@ -313,20 +364,38 @@ class JobPreemption:
         member: Pod,
         feasible: np.ndarray,
         by_row: dict[int, list[_Victim]],
-        disrupted: set[str],
+        taken: _Taken,
         budgets: Sequence[Budget],
-        by_need: bool,
+        way: str,
+        room: np.ndarray | None,
     ) -> int:
-        """A node without victims if there is one (the first by name), else the cheapest; the jobs
-        its victims belong to join `disrupted`."""
+        """A node without victims if there is one, else the cheapest; of equals, one the earlier
+        members use (the gang kept together), then the first by name. Packing (`room` given), the
+        choice is made among the nodes the earlier members use that still fit, else among those
+        that can hold the most members, costed by all their victims (a node packed with members
+        loses most of them). What the node costs joins `taken`."""
         snap = self.handle.snapshot
         rows: list[int] = feasible.tolist()
+        if room is not None:
+            # packing: only the nodes first by use and room are costed
+            used = np.isin(feasible, np.fromiter(taken.rows, dtype=np.int64, count=len(taken.rows)))
+            if used.any():
+                rows = feasible[used].tolist()
+            else:
+                rows = feasible[room[feasible] == room[feasible].max()].tolist()
         free = [r for r in rows if r not in by_row]
         if free:
-            return min(free, key=snap.node_name)
-        needed = {r: self._needed(member, r, by_row[r], budgets) if by_need else by_row[r] for r in rows}
-        best = min(needed, key=lambda r: (self._cost(needed[r], disrupted), snap.node_name(r)))
-        disrupted.update(v.job for v in needed[best])
+            best = min(free, key=lambda r: (r not in taken.rows, snap.node_name(r)))
+        else:
+            needed = {
+                r: self._needed(member, r, by_row[r], budgets) if way == BY_NEED else by_row[r] for r in rows
+            }
+            best = min(
+                needed, key=lambda r: (self._cost(needed[r], taken), r not in taken.rows, snap.node_name(r))
+            )
+            taken.jobs.update(v.job for v in needed[best])
+            taken.victims.update(v.pod.key for v in needed[best])
+        taken.rows.add(best)
         return best
 
     def _place_in_topology(
@@ -343,7 +412,7 @@ class JobPreemption:
         # cheaper nodes score higher: fewer jobs dominate, then ranks, then victims
         scores = {}
         for row, vs in by_row.items():
-            pdbs, jobs, ranks, count = self._cost(vs, set())
+            pdbs, jobs, ranks, count = self._cost(vs)
             scores[snap.node_name(row)] = -float(pdbs * 10**9 + jobs * 10**6 + ranks * 10**3 + count)
         placement = plan_with_offers(profile, tree, spec, members, offers, scores)
         if not isinstance(placement, Placement):
@@ -409,6 +478,53 @@ class JobPreemption:
                     return False
                 trial.add_pod(m, row)
         return True
+
+    # ------------------------------------------------------------------------------ nominations kept
+    def nominated_plan(
+        self,
+        members: Sequence[Pod],
+        tree: TopologyTree,
+        spec: NetworkTopologySpec,
+        ignore: Callable[[Pod], bool],
+    ) -> dict[str, str] | None:
+        """Where every member of a topology-aware group is nominated (pod key -> node), while those
+        nodes still hold the group: with as many slots as members nominated to each, they make a
+        placement the gather rules accept, and each member passes PreFilter and the filters on its
+        node after the members before it there (room nominated to other pods of at least its
+        priority is held). None otherwise: the group is then planned afresh.
+
+        kube-scheduler tries a pod's nominated node before any other; for a group placed by a plan
+        the nominations are the plan job-level preemption made (members in index order over the
+        domain's nodes), and planning again once the victims are gone could pick another domain
+        that has become just as good meanwhile."""
+        handle = self.handle
+        snap = handle.snapshot
+        nodes: dict[str, str] = {}
+        for m in members:
+            name = handle.nominator.node_of(m.key) or m.nominated_node_name
+            if not name or name not in snap.row_of:
+                return None
+            nodes[m.key] = name
+        slots = np.zeros(snap.capacity, dtype=np.int64)
+        for name, count in Counter(nodes.values()).items():
+            slots[snap.row_of[name]] = count
+        profile: Any = handle.profile
+        # the planner, offered just those slots, must use every one of them
+        plan = plan_with_offers(profile, tree, spec, members, Offers(slots, Diagnosis()))
+        if not isinstance(plan, Placement):
+            return None
+        with snap.trial() as trial:
+            for m in members:
+                row = snap.row_of[nodes[m.key]]
+                state = CycleState()
+                allowed, st = profile.run_pre_filter(state, m)
+                if st is not None or (allowed is not None and nodes[m.key] not in allowed):
+                    return None
+                one = np.array([row], dtype=np.int64)
+                if not profile.run_filter_with_nominated(state, m, one, None, ignore).size:
+                    return None
+                trial.add_pod(m, row)
+        return nodes
 
     # ------------------------------------------------------------------------------ execution
     def _execute(

@@ -24,10 +24,12 @@ from koordpy.plugins.coscheduling.gang import (
     ONCE_SATISFIED,
     Gang,
     GangSpec,
+    Membership,
     membership,
     spec_from_pod,
     spec_from_podgroup,
 )
+from koordpy.status.gang_annotations import Fallback, MinAvailableError, index_fallback
 
 # the one registry of a scheduler, shared by its profiles' Coscheduling plugins and read by reports
 GANG_REGISTRY: SharedKey[GangRegistry] = SharedKey("coscheduling.registry")
@@ -48,8 +50,12 @@ class GangRegistry:
         self.gangs: dict[str, Gang] = {}
         self.pods: dict[str, Pod] = {}
         self.gang_of_pod: dict[str, str] = {}
-        # per-pod errors in its own gang annotations (the gang may be configured by another pod)
-        self.pod_errors: dict[str, str] = {}
+        # members whose own min-available is unusable: they join the gang, another member
+        # configures it
+        self.unusable_min: dict[str, MinAvailableError] = {}
+        # Fallbacks of a member's own annotations (not the gang's), and those told to it already
+        self._pod_fallbacks: dict[str, tuple[Fallback, ...]] = {}
+        self._told: dict[str, set[Fallback]] = {}
         # gang group ids that have ever had a member bound (once-satisfied)
         self.satisfied: set[str] = set()
         self.pod_groups: dict[tuple[str, str], PodGroup] = {}
@@ -146,18 +152,10 @@ class GangRegistry:
         self.pods[key] = pod
         self.gang_of_pod[key] = gang.id
         gang.children.add(key)
+        own = index_fallback(pod.annotations)
+        self._pod_fallbacks[key] = (own,) if own is not None else ()
         if m.source == FROM_ANNOTATION:
-            try:
-                spec = spec_from_pod(pod, m, self.default_match_policy)
-                self.pod_errors.pop(key, None)
-                if gang.spec is None:
-                    self._set_spec(gang, spec)
-                    gang.error = None
-                    gang.create_time = pod.creation_ts
-            except SpecError as err:
-                self.pod_errors[key] = str(err)
-                if gang.spec is None:
-                    gang.error = str(err)
+            self._configure_from_pod(gang, pod, m)
         if pod.node_name and not pod.is_terminal:
             gang.bound.add(key)
             gang.waiting.discard(key)
@@ -165,10 +163,38 @@ class GangRegistry:
         elif pod.is_terminal:
             gang.bound.discard(key)
 
+    def _configure_from_pod(self, gang: Gang, pod: Pod, m: Membership) -> None:
+        """koord-scheduler's tryInitByPodConfig: the first member whose min-available is usable
+        configures the gang, bad values falling back to defaults, for good; a member whose
+        min-available is not usable joins without configuring it."""
+        try:
+            spec = spec_from_pod(pod, m, self.default_match_policy)
+        except MinAvailableError as err:
+            self.unusable_min[pod.key] = err
+            if gang.configured_by is None:
+                gang.error = f"no member has a usable min-available yet: {err}"
+            return
+        except SpecError as err:
+            self.unusable_min.pop(pod.key, None)
+            if gang.configured_by is None:
+                # configured as koord-scheduler configures it, with a group it never schedules
+                gang.configured_by = pod.key
+                gang.error = str(err)
+                gang.create_time = pod.creation_ts
+            return
+        self.unusable_min.pop(pod.key, None)
+        if gang.configured_by is None:
+            gang.configured_by = pod.key
+            self._set_spec(gang, spec)
+            gang.error = None
+            gang.create_time = pod.creation_ts
+
     def _forget_pod(self, key: str) -> None:
         gid = self.gang_of_pod.pop(key, None)
         self.pods.pop(key, None)
-        self.pod_errors.pop(key, None)
+        self.unusable_min.pop(key, None)
+        self._pod_fallbacks.pop(key, None)
+        self._told.pop(key, None)
         if gid is None:
             return
         self._touched.add(gid)
@@ -245,9 +271,6 @@ class GangRegistry:
         gang = self.gang(pod)
         if gang is None:
             return None
-        own_error = self.pod_errors.get(pod.key)
-        if own_error is not None:
-            return Verdict(f"gang {gang.id}: {own_error}", True)
         if gang.error is not None:
             return Verdict(f"gang {gang.id}: {gang.error}", True)
         if gang.spec is None:
@@ -277,6 +300,40 @@ class GangRegistry:
                     False,
                 )
         return None
+
+    def fallbacks(self, pod: Pod) -> list[Fallback]:
+        """Every annotation koord-scheduler reads otherwise than written for this member: its
+        gang's (once configured) and its own."""
+        gang = self.gang(pod)
+        if gang is None:
+            return []
+        found = list(self._pod_fallbacks.get(pod.key, ()))
+        if gang.spec is not None:
+            found.extend(gang.spec.fallbacks)
+            unusable = self.unusable_min.get(pod.key)
+            if unusable is not None:
+                source = f" of member {gang.configured_by}" if gang.configured_by else ""
+                found.append(unusable.fallback(f"the gang's min-available {gang.spec.min_member}{source}"))
+        return found
+
+    def untold_fallbacks(self, pod: Pod) -> list[Fallback]:
+        """The pod's fallbacks it has not been told of; from now on they count as told."""
+        if pod.key not in self.gang_of_pod:
+            return []
+        told = self._told.setdefault(pod.key, set())
+        new = [f for f in self.fallbacks(pod) if f not in told]
+        told.update(new)
+        return new
+
+    def tell_once(self, pod: Pod, fallback: Fallback) -> bool:
+        """Whether the pod has yet to be told of the fallback; from now on it counts as told."""
+        if pod.key not in self.gang_of_pod:
+            return False
+        told = self._told.setdefault(pod.key, set())
+        if fallback in told:
+            return False
+        told.add(fallback)
+        return True
 
     def waiting_groups(self) -> int:
         return len({g.group_id for g in self.gangs.values() if g.waiting})

@@ -1,0 +1,487 @@
+"""`koordpy run`'s flags: kube-scheduler's names, values and precedence, and koordpy's own.
+
+kube-scheduler (cmd/kube-scheduler/app/options, options.go `ApplyTo`, deprecated.go) reads its
+configuration from `--config`, or without it from v1's defaults; then:
+
+- the leader-election flags (`--leader-elect`, `--leader-elect-lease-duration`, ...) override the
+  configuration's `leaderElection`, with `--config` or without;
+- the deprecated client flags (`--kube-api-qps`, `--kube-api-burst`, `--kube-api-content-type`)
+  set `clientConnection` only when there is no `--config`; with one they are ignored (koordpy says
+  so in a warning);
+- `--kubeconfig` is one of those deprecated flags too, but koordpy honours it with `--config` as
+  well (it takes the place of `clientConnection.kubeconfig`): running against a cluster from a
+  workstation with a configuration file is what the flag is for here.
+
+koordpy's earlier flag names keep working for one release, each with a deprecation warning naming
+its replacement, printed as pflag prints kube's (`Flag --x has been deprecated, ...`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from koordpy.api.duration import parse_duration
+from koordpy.api.errors import SpecError
+from koordpy.config.errors import ConfigError, Problem
+from koordpy.config.models import ClientConnection, LeaderElection, SchedulerConfiguration
+
+if TYPE_CHECKING:
+    from koordpy.cluster.app import RunOptions
+
+# the profile `koordpy run` serves without --config: default-scheduler is the cluster's own
+RUN_PROFILE = "koord-scheduler"
+DEFAULT_SECURE_PORT = 10259
+DEFAULT_BIND_ADDRESS = "0.0.0.0"
+LEASES = "leases"
+JSON_CONTENT = "application/json"
+# client-go's JitterFactor: a renew deadline must leave room for a jittered retry
+JITTER_FACTOR = 1.2
+# the deprecated --log-level's levels on klog's verbosity scale
+LOG_LEVEL_VERBOSITY = {"debug": 4, "info": 0, "warning": 0, "error": 0}
+LOG_LEVEL_FLOOR = {"warning": logging.WARNING, "error": logging.ERROR}
+
+
+class FlagError(ValueError):
+    """A flag value kube-scheduler would refuse (exit status 2)."""
+
+
+# ---------------------------------------------------------------------------------------------- values
+_TRUE = ("1", "t", "T", "TRUE", "true", "True")
+_FALSE = ("0", "f", "F", "FALSE", "false", "False")
+
+
+def parse_bool(text: str) -> bool:
+    """A boolean flag's value, as Go's strconv.ParseBool reads it."""
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise argparse.ArgumentTypeError(f'invalid argument "{text}": strconv.ParseBool: parsing "{text}"')
+
+
+def parse_flag_duration(text: str) -> str:
+    """A Go duration flag's value (kept as written: it is what --write-config-to records)."""
+    try:
+        seconds = parse_duration(text)
+    except SpecError:
+        raise argparse.ArgumentTypeError(
+            f'invalid argument "{text}": time: invalid duration "{text}" (write e.g. 15s, 1m30s, 500ms)'
+        ) from None
+    if seconds < 0:
+        raise argparse.ArgumentTypeError(f'invalid argument "{text}": must not be negative')
+    return text
+
+
+def parse_verbosity(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f'invalid argument "{text}": not a number') from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f'invalid argument "{text}": must be 0 or more')
+    return value
+
+
+def parse_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f'invalid argument "{text}": not a number of seconds') from None
+    if not 0 <= value < math.inf:
+        raise argparse.ArgumentTypeError(f'invalid argument "{text}": must be a finite number >= 0')
+    return value
+
+
+def parse_port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f'invalid argument "{text}": not a port number') from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f'invalid argument "{text}": must be between 0 and 65535')
+    return value
+
+
+def go_duration(seconds: float) -> str:
+    """`seconds` as Go's time.Duration.String() writes it (`15s`, `1m30s`, `500ms`)."""
+    ns = round(seconds * 1e9)
+    if ns == 0:
+        return "0s"
+    sign = "-" if ns < 0 else ""
+    ns = abs(ns)
+    if ns < 1_000_000_000:
+        for unit, size in (("ms", 1_000_000), ("µs", 1_000), ("ns", 1)):
+            if ns >= size:
+                return f"{sign}{_fraction(ns, size)}{unit}"
+    hours, rest = divmod(ns, 3_600_000_000_000)
+    minutes, rest = divmod(rest, 60_000_000_000)
+    text = _fraction(rest, 1_000_000_000) + "s"
+    if hours or minutes:
+        text = f"{minutes}m{text}"
+    if hours:
+        text = f"{hours}h{text}"
+    return sign + text
+
+
+def _fraction(value: int, unit: int) -> str:
+    whole, frac = divmod(value, unit)
+    if not frac:
+        return str(whole)
+    digits = str(frac).rjust(len(str(unit)) - 1, "0").rstrip("0")
+    return f"{whole}.{digits}"
+
+
+# ---------------------------------------------------------------------------------------------- flags
+@dataclass(frozen=True, slots=True)
+class Alias:
+    """A flag of koordpy's earlier releases and the kube-scheduler flag that replaces it."""
+
+    old: str
+    new: str
+    # how the old value is written with the new flag, when it is not the same
+    note: str = ""
+
+
+ALIASES = (
+    Alias("--lease-duration", "--leader-elect-lease-duration", "a Go duration such as 15s"),
+    Alias("--renew-deadline", "--leader-elect-renew-deadline", "a Go duration such as 10s"),
+    Alias("--retry-period", "--leader-elect-retry-period", "a Go duration such as 2s"),
+    Alias("--lease-name", "--leader-elect-resource-name"),
+    Alias("--lease-namespace", "--leader-elect-resource-namespace"),
+    Alias("--metrics-port", "--secure-port"),
+    Alias("--log-level", "-v", "debug is -v=4"),
+    Alias("--no-leader-elect", "--leader-elect=false"),
+)
+
+
+def _dest(flag: str) -> str:
+    return flag.lstrip("-").replace("-", "_")
+
+
+def add_run_flags(parser: argparse.ArgumentParser) -> None:
+    """Every flag of `koordpy run` (defaults are None: what was not given is told apart)."""
+    misc = parser.add_argument_group("kube-scheduler flags")
+    misc.add_argument("--config", help="the KubeSchedulerConfiguration file")
+    misc.add_argument(
+        "--write-config-to",
+        metavar="PATH",
+        help="write the effective configuration to PATH as YAML and exit",
+    )
+    misc.add_argument("--master", help="the API server's address (overrides the server of the kubeconfig)")
+    misc.add_argument(
+        "--kubeconfig",
+        help="kubeconfig file (default: clientConnection.kubeconfig, else in a pod its service "
+        "account, else $KUBECONFIG or ~/.kube/config)",
+    )
+    misc.add_argument(
+        "--kube-api-qps",
+        type=float,
+        metavar="QPS",
+        help="API requests per second, client-side (50; ignored with --config: clientConnection.qps)",
+    )
+    misc.add_argument(
+        "--kube-api-burst",
+        type=int,
+        metavar="N",
+        help="API requests allowed in a burst (100; ignored with --config: clientConnection.burst)",
+    )
+    misc.add_argument(
+        "--kube-api-content-type",
+        metavar="TYPE",
+        help="accepted for kube-scheduler's command lines; koordpy always speaks JSON",
+    )
+    misc.add_argument(
+        "--secure-port",
+        type=parse_port,
+        metavar="PORT",
+        help=f"port of /metrics, /healthz, /livez and /readyz ({DEFAULT_SECURE_PORT})",
+    )
+    misc.add_argument(
+        "--bind-address", metavar="IP", help=f"address the secure port listens on ({DEFAULT_BIND_ADDRESS})"
+    )
+    # kube-scheduler's secure serving and authorization flags (koordpy.cluster.serving, .auth)
+    serving = parser.add_argument_group("secure serving")
+    serving.add_argument(
+        "--tls-cert-file", metavar="FILE", help="the secure port's certificate (PEM, may hold the chain)"
+    )
+    serving.add_argument("--tls-private-key-file", metavar="FILE", help="the key of --tls-cert-file (PEM)")
+    serving.add_argument(
+        "--cert-dir",
+        metavar="DIR",
+        help="without --tls-cert-file: koordpy.crt and koordpy.key here, generated self-signed when "
+        "absent (default: a self-signed certificate in memory)",
+    )
+    serving.add_argument(
+        "--authorization-always-allow-paths",
+        type=lambda text: tuple(p.strip() for p in text.split(",") if p.strip()),
+        metavar="PATHS",
+        help="paths anyone may get without the API server being asked (/healthz,/readyz,/livez)",
+    )
+    serving.add_argument(
+        "--insecure-port",
+        type=parse_port,
+        metavar="PORT",
+        help="also serve every path over plain HTTP, without authentication, on --bind-address (0: not)",
+    )
+    election = parser.add_argument_group("leader election (override the configuration's leaderElection)")
+    election.add_argument(
+        "--leader-elect",
+        type=parse_bool,
+        nargs="?",
+        const=True,
+        metavar="BOOL",
+        help="schedule only while holding the Lease (true)",
+    )
+    for flag, default in (
+        ("--leader-elect-lease-duration", "15s"),
+        ("--leader-elect-renew-deadline", "10s"),
+        ("--leader-elect-retry-period", "2s"),
+    ):
+        election.add_argument(flag, type=parse_flag_duration, metavar="DURATION", help=f"({default})")
+    election.add_argument("--leader-elect-resource-lock", metavar="KIND", help=f"({LEASES}, the only one)")
+    election.add_argument("--leader-elect-resource-name", metavar="NAME", help="the Lease's name (koordpy)")
+    election.add_argument(
+        "--leader-elect-resource-namespace", metavar="NAMESPACE", help="the Lease's namespace (kube-system)"
+    )
+    logs = parser.add_argument_group("logs")
+    logs.add_argument(
+        "-v",
+        "--v",
+        dest="v",
+        type=parse_verbosity,
+        metavar="LEVEL",
+        help="log verbosity: 0 start-up, leadership and warnings; 2 every binding, failed attempt, "
+        "preemption and gang decision; 4 debugging; 5-8 operator, API and library internals",
+    )
+    logs.add_argument("--logging-format", choices=("text", "json"), help="text (klog's, default) or json")
+    logs.add_argument("--version", nargs="?", const="true", metavar="raw", help="print the version and exit")
+    own = parser.add_argument_group("koordpy's own flags")
+    own.add_argument("--context", help="kubeconfig context to use")
+    own.add_argument("--identity", help="leader-election holder identity (default <hostname>_<uuid>)")
+    own.add_argument(
+        "--shutdown-timeout",
+        type=parse_seconds,
+        default=15.0,
+        metavar="SECONDS",
+        help="seconds to wait for bindings in flight on SIGTERM (15)",
+    )
+    own.add_argument(
+        "--operators",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="run the PodGroup and ClusterNetworkTopology status operators in this process",
+    )
+    deprecated = parser.add_argument_group("deprecated (use the flag named in each)")
+    deprecated.add_argument("--lease-duration", type=parse_seconds, help=argparse.SUPPRESS)
+    deprecated.add_argument("--renew-deadline", type=parse_seconds, help=argparse.SUPPRESS)
+    deprecated.add_argument("--retry-period", type=parse_seconds, help=argparse.SUPPRESS)
+    deprecated.add_argument("--lease-name", help=argparse.SUPPRESS)
+    deprecated.add_argument("--lease-namespace", help=argparse.SUPPRESS)
+    deprecated.add_argument("--metrics-port", type=parse_port, help=argparse.SUPPRESS)
+    deprecated.add_argument("--log-level", choices=tuple(LOG_LEVEL_VERBOSITY), help=argparse.SUPPRESS)
+    deprecated.add_argument("--no-leader-elect", action="store_true", default=None, help=argparse.SUPPRESS)
+
+
+def deprecation_warnings(args: argparse.Namespace) -> list[str]:
+    """One line per deprecated flag given, as pflag writes kube's."""
+    out = []
+    for alias in ALIASES:
+        if getattr(args, _dest(alias.old), None) is not None:
+            how = f" ({alias.note})" if alias.note else ""
+            out.append(
+                f"Flag {alias.old} has been deprecated, use {alias.new}{how} instead; "
+                "it will be removed in a future release"
+            )
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- resolving
+@dataclass(frozen=True, slots=True)
+class LogSettings:
+    verbosity: int = 0
+    format: str = "text"
+    # the deprecated --log-level warning|error: nothing below it is written
+    min_level: int = logging.NOTSET
+
+
+def log_settings(args: argparse.Namespace) -> LogSettings:
+    level = getattr(args, "log_level", None)
+    v = getattr(args, "v", None)
+    if v is None:
+        v = LOG_LEVEL_VERBOSITY.get(level or "info", 0)
+        floor = LOG_LEVEL_FLOOR.get(level or "", logging.NOTSET)
+    else:
+        floor = logging.NOTSET
+    return LogSettings(v, getattr(args, "logging_format", None) or "text", floor)
+
+
+@dataclass(slots=True)
+class Resolved:
+    """The configuration `koordpy run` runs (flags applied), and what to warn about."""
+
+    config: SchedulerConfiguration
+    warnings: list[str] = field(default_factory=list)
+
+
+def _first(args: argparse.Namespace, new: str, old: str, convert: Callable[[Any], Any] = str) -> Any:
+    value = getattr(args, new, None)
+    if value is not None:
+        return value
+    legacy = getattr(args, old, None)
+    return None if legacy is None else convert(legacy)
+
+
+def _leader_election(args: argparse.Namespace, election: LeaderElection) -> LeaderElection:
+    update: dict[str, Any] = {}
+    elect = args.leader_elect
+    if elect is None and args.no_leader_elect:
+        elect = False
+    if elect is not None:
+        update["leaderElect"] = elect
+    for new, old, key in (
+        ("leader_elect_lease_duration", "lease_duration", "leaseDuration"),
+        ("leader_elect_renew_deadline", "renew_deadline", "renewDeadline"),
+        ("leader_elect_retry_period", "retry_period", "retryPeriod"),
+    ):
+        value = _first(args, new, old, go_duration)
+        if value is not None:
+            update[key] = value
+    for new, old, key in (
+        ("leader_elect_resource_name", "lease_name", "resourceName"),
+        ("leader_elect_resource_namespace", "lease_namespace", "resourceNamespace"),
+    ):
+        value = _first(args, new, old)
+        if value is not None:
+            if not value:
+                raise FlagError(f"--{new.replace('_', '-')} must not be empty")
+            update[key] = value
+    lock = args.leader_elect_resource_lock
+    if lock is not None:
+        if lock != LEASES:
+            raise FlagError(
+                f'--leader-elect-resource-lock: invalid lock-type "{lock}": koordpy holds a '
+                f"coordination.k8s.io Lease ({LEASES})"
+            )
+        update["resourceLock"] = lock
+    return election.model_copy(update=update) if update else election
+
+
+def check_leader_election(election: LeaderElection, source: str = "") -> None:
+    """kube's ValidateLeaderElectionConfiguration and client-go's NewLeaderElector checks, for an
+    election that is on."""
+    if not election.leaderElect:
+        return
+    lease, renew, retry = (
+        parse_duration(election.leaseDuration),
+        parse_duration(election.renewDeadline),
+        parse_duration(election.retryPeriod),
+    )
+    problems = []
+    for key, seconds in (("leaseDuration", lease), ("renewDeadline", renew), ("retryPeriod", retry)):
+        if seconds <= 0:
+            problems.append(Problem(f"leaderElection.{key}", "must be greater than zero"))
+    if not problems and not lease > renew:
+        problems.append(
+            Problem(
+                "leaderElection.leaseDuration",
+                f"must be greater than renewDeadline ({election.leaseDuration} <= {election.renewDeadline})",
+            )
+        )
+    if not problems and not renew > JITTER_FACTOR * retry:
+        problems.append(
+            Problem(
+                "leaderElection.renewDeadline",
+                f"must be greater than retryPeriod x {JITTER_FACTOR} ({election.renewDeadline} and "
+                f"{election.retryPeriod})",
+            )
+        )
+    if problems:
+        raise ConfigError.of(problems, source)
+
+
+def resolve(args: argparse.Namespace, config: SchedulerConfiguration, from_file: bool) -> Resolved:
+    """kube-scheduler's precedence (the module's text) applied to the configuration read."""
+    warnings: list[str] = []
+    client = config.clientConnection
+    client_update: dict[str, Any] = {}
+    given = {
+        flag: getattr(args, _dest(flag))
+        for flag in ("--kube-api-qps", "--kube-api-burst", "--kube-api-content-type")
+        if getattr(args, _dest(flag), None) is not None
+    }
+    if from_file:
+        for flag in given:
+            key = {"--kube-api-qps": "qps", "--kube-api-burst": "burst"}.get(flag, "contentType")
+            warnings.append(
+                f"{flag} is ignored because --config is given (as kube-scheduler ignores it): set "
+                f"clientConnection.{key} in {args.config}"
+            )
+    else:
+        if "--kube-api-qps" in given:
+            client_update["qps"] = float(given["--kube-api-qps"])
+        if "--kube-api-burst" in given:
+            burst = int(given["--kube-api-burst"])
+            if burst < 0:
+                raise FlagError(f"--kube-api-burst must not be negative, got {burst}")
+            client_update["burst"] = burst
+        if "--kube-api-content-type" in given:
+            client_update["contentType"] = given["--kube-api-content-type"]
+            if given["--kube-api-content-type"] != JSON_CONTENT:
+                warnings.append(
+                    "--kube-api-content-type is not acted on: koordpy speaks JSON to the API server"
+                )
+    if args.kubeconfig:
+        client_update["kubeconfig"] = args.kubeconfig
+    if client_update:
+        client = ClientConnection.model_validate({**client.model_dump(), **client_update})
+    election = _leader_election(args, config.leaderElection)
+    check_leader_election(election, args.config or "the leader-election flags")
+    effective = config.model_copy(update={"clientConnection": client, "leaderElection": election})
+    return Resolved(effective, warnings)
+
+
+def effective_document(config: SchedulerConfiguration) -> dict[str, Any]:
+    """The configuration as --write-config-to writes it: every field, defaults included."""
+    document: dict[str, Any] = config.model_dump(mode="json", exclude_none=True)
+    return document
+
+
+def run_options(args: argparse.Namespace, config: SchedulerConfiguration) -> RunOptions:
+    from koordpy.cluster.app import RunOptions, default_identity
+
+    election = config.leaderElection
+    client = config.clientConnection
+    secure_port = _first(args, "secure_port", "metrics_port", int)
+    return RunOptions(
+        config=config,
+        kubeconfig=client.kubeconfig or None,
+        master=args.master or None,
+        context=args.context,
+        qps=client.qps,
+        burst=client.burst,
+        leader_elect=election.leaderElect,
+        lease_name=election.resourceName,
+        lease_namespace=election.resourceNamespace,
+        lease_duration=parse_duration(election.leaseDuration),
+        renew_deadline=parse_duration(election.renewDeadline),
+        retry_period=parse_duration(election.retryPeriod),
+        bind_address=args.bind_address or DEFAULT_BIND_ADDRESS,
+        secure_port=DEFAULT_SECURE_PORT if secure_port is None else secure_port,
+        tls_cert_file=args.tls_cert_file or None,
+        tls_private_key_file=args.tls_private_key_file or None,
+        cert_dir=args.cert_dir or None,
+        **(
+            {}
+            if args.authorization_always_allow_paths is None
+            else {"always_allow_paths": args.authorization_always_allow_paths}
+        ),
+        insecure_port=args.insecure_port or 0,
+        shutdown_timeout=args.shutdown_timeout,
+        identity=args.identity or default_identity(),
+        operators=args.operators,
+    )

@@ -1,0 +1,468 @@
+"""ElasticQuota (Koordinator, `scheduling.sigs.k8s.io/v1alpha1`) and CapacityScheduling
+(scheduler-plugins, `scheduling.x-k8s.io/v1alpha1`): pods are admitted only while their quota has
+room for them, borrow what other quotas leave idle, and take it back by preemption.
+
+Both plugins are one implementation over the quota core (`koordpy.quota`) and a book per API group
+(`book.py`); each API keeps its own system's rules. They do nothing until an ElasticQuota of their
+group exists: a cluster without quotas is scheduled exactly as without these plugins.
+
+Extension points:
+
+- PreEnqueue: a pod whose quota has a problem (the tree's validation, `koordpy.quota.tree`), or
+  that names a quota that does not exist, is held with reason QuotaInvalid or QuotaNotFound and a
+  message naming the quota and the problem; every other quota keeps working. It is let through once
+  the quota is fixed (the queue asks again on every ElasticQuota event).
+- PreFilter: the quota check (`koordpy.quota.admission`), with the message
+  `quota team-a: cpu used 30 + requested 8 > runtime 32`. A member of a gang group that is being
+  placed as a unit is admitted with the group: the requests of all the group's pending members are
+  checked together, once per pass, so either every member is admitted or none (members the group
+  reserved during the pass count in used, by exactly what the pending requests lose, so the
+  verdict stands for the whole pass).
+- PreFilterExtensions and Filter: the check again in a preemption's dry run, with what the victims
+  taken off their nodes held given back (Koordinator's AddPod/RemovePod on its PostFilterState,
+  CapacityScheduling's on its snapshot of the quotas). In an ordinary cycle the Filter is skipped.
+- PostFilter: the pod-level preemption of kube-scheduler (`DefaultPreemption`'s algorithm) with this
+  plugin's victim rules, for every pod the rules apply to; when it finds nothing, no other
+  PostFilter evicts for the pod. Gang groups keep Coscheduling's job-level preemption (it runs
+  first), which consults the same rules through the handle (`VictimFilter`).
+- Reserve/Unreserve: a placed pod counts in its quota's used from Reserve on.
+- QueueShare: of pods of equal priority, those of a quota that uses less of its runtime (Koordinator)
+  or of its min (scheduler-plugins) are served first.
+
+Victim rules:
+
+- Koordinator (plugin_test.go canPreempt): a lower-priority pod of the preemptor's own quota, never
+  one labelled `quota.scheduling.koordinator.sh/preemptible: "false"`, and (disableDefaultQuota-
+  Preemption, on by default) never one of the default quota. Reclaim: a preemptor whose quota stays
+  within its min with the pod (the group) may also evict pods of any other quota that uses more than
+  its runtime, lowest priority first; Koordinator leaves that to its revoke controller
+  (monitorAllQuotas, off by default), which evicts from such a quota whether or not anyone waits.
+  Where a configuration runs DefaultPreemption after ElasticQuota (Koordinator's manager
+  configuration does, its chart does not), a pod that finds no victim in its quota may still evict
+  lower-priority pods of other quotas; koordpy does not, since that evicts pods a quota is
+  guaranteed.
+- scheduler-plugins (capacity_scheduling.go SelectVictimsOnNode): a preemptor of no quota evicts
+  lower-priority pods of no quota; one whose quota stays within its min with the pod evicts pods of
+  other quotas that use more than their min, whatever their priority; any other evicts lower-priority
+  pods of its own quota.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+from pydantic import Field, field_validator
+
+from koordpy.api import names
+from koordpy.api.duration import parse_duration
+from koordpy.api.errors import SpecError
+from koordpy.api.pod import Pod
+from koordpy.api.resources import ResourceList, parse_resource_list
+from koordpy.config.args import PluginArgs
+from koordpy.framework.cycle_state import CycleState
+from koordpy.framework.diagnosis import Diagnosis
+from koordpy.framework.handle import Handle, SharedKey
+from koordpy.framework.interfaces import (
+    ClusterEvent,
+    FilterPlugin,
+    FilterResult,
+    Plugin,
+    PodMask,
+    PostFilterPlugin,
+    PostFilterResult,
+    PreEnqueuePlugin,
+    PreFilterExtensions,
+    PreFilterPlugin,
+    PreFilterResult,
+    QueueShare,
+    ReservePlugin,
+    Rows,
+    VictimFilter,
+)
+from koordpy.framework.status import SKIP, Code, Status
+from koordpy.plugins.coscheduling.registry import GANG_REGISTRY
+from koordpy.plugins.defaultpreemption import DefaultPreemption, DefaultPreemptionArgs
+from koordpy.plugins.elasticquota.book import (
+    Ask,
+    KoordinatorBook,
+    KoordinatorRules,
+    NamespaceBook,
+    QuotaBook,
+    Taken,
+    nominated_requests,
+)
+from koordpy.quota.tree import QUOTA_NOT_FOUND, QuotaProblem
+
+ELASTIC_QUOTA = names.ELASTIC_QUOTA
+CAPACITY_SCHEDULING = names.CAPACITY_SCHEDULING
+
+KOORDINATOR_BOOK: SharedKey[KoordinatorBook] = SharedKey("elasticquota.koordinator")
+NAMESPACE_BOOK: SharedKey[NamespaceBook] = SharedKey("elasticquota.x-k8s")
+
+ELASTIC_QUOTA_KIND = "ElasticQuota"
+
+_REVOKE = (
+    "koordpy takes borrowed quota back by preemption, when a pod within its quota's min needs it, "
+    "not by a loop that evicts from every quota above its runtime"
+)
+
+
+def _resource_list(value: Mapping[str, Any] | None) -> ResourceList | None:
+    if value is None:
+        return None
+    try:
+        return parse_resource_list(value, "")
+    except SpecError as err:
+        raise ValueError(err.message) from None
+
+
+def _duration(value: float | str) -> float:
+    seconds = parse_duration(value) if isinstance(value, str) else float(value)
+    if seconds < 0:
+        raise ValueError("must not be negative")
+    return seconds
+
+
+class ElasticQuotaArgs(PluginArgs):
+    """koord-scheduler's ElasticQuotaArgs, with its defaults (pkg/scheduler/apis/config/v1
+    defaults.go SetDefaults_ElasticQuotaArgs)."""
+
+    # quotaGroupNamespace (where koord-scheduler creates the system and default quota objects; koordpy
+    # keeps them in memory), enableQueueHint and quotaSnapshotUpdateInterval (koordpy requeues a pod
+    # its quota held on quota, pod deletion and node events anyway) change nothing here
+    UNHONOURED_FIELDS = {
+        "delayEvictTime": _REVOKE,
+        "revokePodInterval": _REVOKE,
+        "monitorAllQuotas": _REVOKE,
+        "hookPlugins": "koordpy runs no quota hook plugins",
+    }
+
+    delay_evict_time: float | str = Field(default=120.0)
+    revoke_pod_interval: float | str = Field(default=1.0)
+    default_quota_group_max: dict[str, Any] | None = None
+    system_quota_group_max: dict[str, Any] | None = None
+    quota_group_namespace: str = "koordinator-system"
+    monitor_all_quotas: bool = False
+    enable_check_parent_quota: bool = False
+    enable_runtime_quota: bool = True
+    enable_min_quota_scale: bool = True
+    disable_default_quota_preemption: bool = True
+    enable_queue_hint: bool = False
+    quota_snapshot_update_interval: float | str = Field(default=120.0)
+    hook_plugins: list[dict[str, Any]] = Field(default_factory=list)
+
+    @field_validator("delay_evict_time", "revoke_pod_interval", "quota_snapshot_update_interval")
+    @classmethod
+    def _seconds(cls, value: float | str) -> float:
+        return _duration(value)
+
+    @field_validator("default_quota_group_max", "system_quota_group_max")
+    @classmethod
+    def _quantities(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        _resource_list(value)
+        return value
+
+    def unhonoured_fields(self) -> list[str]:
+        """The revoke loop's settings matter only with the loop on; hook plugins only if named."""
+        keys = super().unhonoured_fields()
+        if not self.monitor_all_quotas:
+            keys = [k for k in keys if k not in ("delayEvictTime", "revokePodInterval", "monitorAllQuotas")]
+        if not self.hook_plugins:
+            keys = [k for k in keys if k != "hookPlugins"]
+        return keys
+
+    def rules(self) -> KoordinatorRules:
+        return KoordinatorRules(
+            enable_runtime_quota=self.enable_runtime_quota,
+            check_parents=self.enable_check_parent_quota,
+            disable_default_quota_preemption=self.disable_default_quota_preemption,
+        )
+
+
+@dataclass(slots=True)
+class _Check:
+    """A pod's quota check as PreFilter made it, for the Filter of a preemption's dry run."""
+
+    ask: Ask
+    # victims taken off their nodes in this state's dry run
+    taken: Taken
+    # the victims of the job-level dry run under way, shared by every member's state
+    ledger: Taken | None
+
+    def clone(self) -> _Check:
+        return _Check(self.ask, self.taken.copy(), self.ledger)
+
+    @property
+    def removed(self) -> Taken:
+        return self.ledger if self.ledger is not None else self.taken
+
+
+def _reason(problem: QuotaProblem) -> str:
+    return names.QUOTA_NOT_FOUND if problem.reason == QUOTA_NOT_FOUND else names.QUOTA_INVALID
+
+
+class _QuotaPlugin(
+    Plugin,
+    PreEnqueuePlugin,
+    PreFilterPlugin,
+    PreFilterExtensions,
+    FilterPlugin,
+    PostFilterPlugin,
+    ReservePlugin,
+    VictimFilter,
+    QueueShare,
+):
+    """What both quota plugins do; the book and its rules are each plugin's."""
+
+    STATE_KEY: ClassVar[str] = ""
+
+    book: QuotaBook
+
+    def __init__(self, handle: Handle, args: PluginArgs | None = None) -> None:
+        super().__init__(handle, args)
+        # pod key -> (book version, the ask of the pod's group, its verdict)
+        self._memo: dict[str, tuple[int, Ask, str | None]] = {}
+        self._preemption: DefaultPreemption | None = None
+
+    # ------------------------------------------------------------------ what each system decides
+    def _verdict(self, ask: Ask, taken: Taken | None) -> str | None:
+        raise NotImplementedError
+
+    def _victims(self, preemptor: Pod, ask: Ask, candidates: Sequence[Pod]) -> PodMask:
+        raise NotImplementedError
+
+    def _with_nominated(self, pod: Pod, ask: Ask) -> Ask:
+        return ask
+
+    # ------------------------------------------------------------------ asks
+    def _members(self, pod: Pod) -> tuple[list[Pod], str]:
+        """The pod's gang group's pending members when the group is placed as a unit (the pod
+        among them), else the pod alone."""
+        profile = self.handle.profile
+        group = profile.group if profile is not None else None
+        members = group.batch_members(pod) if group is not None else None
+        if not members:
+            return [pod], ""
+        if all(m.key != pod.key for m in members):
+            members = [pod, *members]
+        registry = self.handle.shared.get(GANG_REGISTRY)
+        gang = registry.gang(pod) if registry is not None else None
+        return members, gang.group_id if gang is not None else pod.key
+
+    def _ask(self, pod: Pod) -> Ask:
+        members, group = self._members(pod)
+        return self._with_nominated(pod, self.book.ask(members, group))
+
+    def _judged(self, pod: Pod) -> tuple[Ask, str | None]:
+        """The pod's ask and verdict, judged once for all the members of a group's pass."""
+        book = self.book
+        memo = self._memo.get(pod.key)
+        if memo is not None and memo[0] == book.version:
+            return memo[1], memo[2]
+        ask = self._ask(pod)
+        verdict = self._verdict(ask, book.ledger) if ask.parts else None
+        version = book.version
+        if len(ask.pods) > 1:
+            book.pass_members = frozenset(ask.pods)
+            self._memo = dict.fromkeys(ask.pods, (version, ask, verdict))
+        else:
+            self._memo = {pod.key: (version, ask, verdict)}
+        return ask, verdict
+
+    # ------------------------------------------------------------------ PreEnqueue
+    def pre_enqueue(self, pod: Pod) -> Status | None:
+        problem = self.book.problem_of(pod)
+        if problem is None:
+            return None
+        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (problem.message,), self.NAME, _reason(problem))
+
+    # ------------------------------------------------------------------ PreFilter
+    def pre_filter(self, state: CycleState, pod: Pod) -> tuple[PreFilterResult | None, Status | None]:
+        book = self.book
+        problem = book.problem_of(pod)
+        if problem is not None:
+            status = Status(
+                Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (problem.message,), self.NAME, _reason(problem)
+            )
+            return None, status
+        if not book.active:
+            return None, SKIP
+        ask, verdict = self._judged(pod)
+        if not ask.parts:
+            return None, SKIP
+        if verdict is None and book.ledger is None:
+            # nothing a dry run of an ordinary cycle does can make the quota fuller
+            return None, SKIP
+        state.write(self.STATE_KEY, _Check(ask, Taken(), book.ledger))
+        if verdict is not None:
+            return None, Status(Code.UNSCHEDULABLE, (verdict,), self.NAME)
+        return None, None
+
+    def pre_filter_add_pod(self, state: CycleState, pod: Pod, other: Pod, row: int) -> None:
+        check: _Check | None = state.read(self.STATE_KEY)
+        if check is not None:
+            self.book.give_back(check.removed, other)
+
+    def pre_filter_remove_pod(self, state: CycleState, pod: Pod, other: Pod, row: int) -> None:
+        check: _Check | None = state.read(self.STATE_KEY)
+        if check is not None:
+            self.book.take(check.removed, other)
+
+    # ------------------------------------------------------------------ Filter
+    def filter(self, state: CycleState, pod: Pod, rows: Rows) -> FilterResult | None:
+        """Only a preemption's dry run gets here (PreFilter skips the Filter otherwise): the quota
+        check with what the victims taken off their nodes held given back; the same for every
+        node, since a quota is the cluster's."""
+        book = self.book
+        if not book.active:
+            return None
+        check: _Check | None = state.read(self.STATE_KEY)
+        if check is None:
+            # PreFilter did not get to this plugin: judge the pod as it is
+            ask = self._ask(pod)
+            check = _Check(ask, Taken(), book.ledger)
+        if not check.ask.parts:
+            return None
+        verdict = self._verdict(check.ask, check.removed)
+        if verdict is None:
+            return None
+        return FilterResult.uniform(
+            np.zeros(rows.size, dtype=np.bool_), Status(Code.UNSCHEDULABLE, (verdict,), self.NAME)
+        )
+
+    # ------------------------------------------------------------------ PostFilter
+    def post_filter(self, state: CycleState, pod: Pod, diagnosis: Diagnosis) -> PostFilterResult:
+        """kube-scheduler's preemption with this plugin's victim rules; the last word on the pod
+        when the rules apply to it, a pass to the next PostFilter when they do not."""
+        if not self.victim_rules_apply(pod):
+            return PostFilterResult(None, Status(Code.UNSCHEDULABLE))
+        result = self._evaluator().post_filter(state, pod, diagnosis)
+        if result.status.is_success or result.status.code == Code.ERROR:
+            return result
+        stop = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, result.status.reasons, self.NAME)
+        return PostFilterResult(result.nominated_node, stop)
+
+    def _evaluator(self) -> DefaultPreemption:
+        """The profile's DefaultPreemption (with its args) when it has one, else one of ours: the
+        victim rules reach it through the handle either way."""
+        if self._preemption is None:
+            profile = self.handle.profile
+            found = profile.plugin(names.DEFAULT_PREEMPTION) if profile is not None else None
+            if isinstance(found, DefaultPreemption):
+                self._preemption = found
+            else:
+                self._preemption = DefaultPreemption(self.handle, DefaultPreemptionArgs())
+        return self._preemption
+
+    # ------------------------------------------------------------------ Reserve
+    def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        self.book.reserve(pod)
+        return None
+
+    def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        self.book.unreserve(pod)
+
+    # ------------------------------------------------------------------ preemption rules
+    def victim_rules_apply(self, preemptor: Pod) -> bool:
+        book = self.book
+        book.ensure()
+        return book.active and book.problem_of(preemptor) is None
+
+    def victim_filter(self, preemptor: Pod, candidates: Sequence[Pod]) -> PodMask | None:
+        if not self.victim_rules_apply(preemptor):
+            return None
+        if not candidates:
+            return np.zeros(0, dtype=np.bool_)
+        return self._victims(preemptor, self._ask(preemptor), candidates)
+
+    @contextmanager
+    def releasing(self, victims: Sequence[Pod]) -> Iterator[None]:
+        with self.book.releasing(victims):
+            yield
+
+    def queue_share(self, pod: Pod) -> float:
+        book = self.book
+        if not book.active or book.problem_of(pod) is not None:
+            return 0.0
+        return book.share(pod)
+
+
+def _koordinator_book(handle: Handle, args: ElasticQuotaArgs) -> KoordinatorBook:
+    # one book per scheduler: the first profile's args shape it, as they do Coscheduling's registry
+    book = KoordinatorBook(
+        handle.snapshot,
+        system_max=_resource_list(args.system_quota_group_max),
+        default_max=_resource_list(args.default_quota_group_max),
+        scale_min=args.enable_min_quota_scale,
+    )
+    handle.on_pod_event(book.on_pod)
+    handle.on_object_event(ELASTIC_QUOTA_KIND, book.on_object)
+    return book
+
+
+def _namespace_book(handle: Handle) -> NamespaceBook:
+    book = NamespaceBook(handle.snapshot)
+    handle.on_pod_event(book.on_pod)
+    handle.on_object_event(ELASTIC_QUOTA_KIND, book.on_object)
+    return book
+
+
+class ElasticQuota(_QuotaPlugin):
+    """Koordinator's ElasticQuota: a quota tree, runtime quota, pods joined by label."""
+
+    NAME = ELASTIC_QUOTA
+    Args = ElasticQuotaArgs
+    STATE_KEY = f"{ELASTIC_QUOTA}/check"
+
+    def __init__(self, handle: Handle, args: ElasticQuotaArgs | None = None) -> None:
+        super().__init__(handle, args)
+        self.eargs: ElasticQuotaArgs = args or ElasticQuotaArgs()
+        self.rules = self.eargs.rules()
+        eargs = self.eargs
+        self.kbook: KoordinatorBook = handle.share(KOORDINATOR_BOOK, lambda: _koordinator_book(handle, eargs))
+        self.book = self.kbook
+
+    def events_to_register(self) -> Sequence[ClusterEvent]:
+        # a quota changing, a pod leaving (its quota's used), nodes (the total the runtime splits)
+        return (ClusterEvent(ELASTIC_QUOTA_KIND), ClusterEvent("Pod", "Delete"), ClusterEvent("Node"))
+
+    def _verdict(self, ask: Ask, taken: Taken | None) -> str | None:
+        return self.kbook.check(ask, self.rules, taken)
+
+    def _victims(self, preemptor: Pod, ask: Ask, candidates: Sequence[Pod]) -> PodMask:
+        return self.kbook.victim_mask(preemptor, ask, candidates, self.rules)
+
+
+class CapacityScheduling(_QuotaPlugin):
+    """scheduler-plugins' CapacityScheduling: one ElasticQuota per namespace, min and max."""
+
+    NAME = CAPACITY_SCHEDULING
+    STATE_KEY = f"{CAPACITY_SCHEDULING}/check"
+
+    def __init__(self, handle: Handle, args: PluginArgs | None = None) -> None:
+        super().__init__(handle, args)
+        self.nbook: NamespaceBook = handle.share(NAMESPACE_BOOK, lambda: _namespace_book(handle))
+        self.book = self.nbook
+
+    def events_to_register(self) -> Sequence[ClusterEvent]:
+        return (ClusterEvent(ELASTIC_QUOTA_KIND), ClusterEvent("Pod", "Delete"))
+
+    def _with_nominated(self, pod: Pod, ask: Ask) -> Ask:
+        nominator = self.handle.nominator
+        if not nominator or not ask.parts:
+            return ask
+        nominated = [p for node in nominator.nodes() for p in nominator.pods_on(node)]
+        ask.nominated_in_quota, ask.nominated_elsewhere = nominated_requests(
+            self.nbook, pod, nominated, frozenset(ask.pods)
+        )
+        return ask
+
+    def _verdict(self, ask: Ask, taken: Taken | None) -> str | None:
+        return self.nbook.check(ask, taken)
+
+    def _victims(self, preemptor: Pod, ask: Ask, candidates: Sequence[Pod]) -> PodMask:
+        return self.nbook.victim_mask(preemptor, ask, candidates)
