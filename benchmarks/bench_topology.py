@@ -6,14 +6,21 @@ Each node has 8 GPUs and 64 CPUs; one node in four (chosen with a fixed seed) al
 holding 1 to 7 of its GPUs, so few blocks are whole and the gang's offers differ from node to
 node. Gang pods ask for 1 GPU and 4 CPUs. Timed separately:
 
-- tree:   the topology tree from the nodes' labels (cached by the scheduler until nodes change);
+- tree:   the topology tree from the nodes' labels, and its arrays (one level per layer), both
+          kept by the scheduler until the nodes change;
 - offers: `offer_slots`, how many of the gang's pods each node takes one after the other (the
           profile's real PreFilter and Filter over every node, then the arithmetic);
-- plan:   `plan_placement`, the candidate search, binpack and distribution over the tree;
+- plan:   `plan_placement`, offers summed per layer, candidate search, binpack and distribution;
 - total:  Coscheduling's `plan_batch` as a scheduling cycle calls it (offers + plan + bookkeeping).
 
+Then kube-scheduler's scheduler_perf podgroup/tas workload (5000Nodes_750Gangs_3000Pods): 5,000
+nodes of 4 CPUs, 100 per zone and per rack (node-i in zone-(i/100) and rack-(i/100)), 750 gangs of
+4 pods (100m CPU, 100Mi) that must gather in one rack, scheduled to the end on the virtual clock
+as `koordpy simulate` does; printed as milliseconds per gang (scheduling only, the pods' intake
+apart).
+
     .venv/bin/python benchmarks/bench_topology.py [--spines 8] [--blocks 16] [--nodes-per-block 32]
-        [--gang 256] [--repeats 7]
+        [--gang 256] [--repeats 7] [--tas-nodes 5000] [--tas-gangs 750] [--tas-pods 4] [--only-tas]
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ from koordpy.plugins.coscheduling.networktopology import (
 )
 from koordpy.plugins.coscheduling.offers import offer_slots
 from koordpy.scheduler import Scheduler
+from koordpy.simulate.memory import MemoryCluster
 from koordpy.status.topology import build_tree, parse_layer_chain
 
 SPINE_KEY = "network.topology.nvidia.com/spine"
@@ -174,7 +182,12 @@ def run_case(
     chain = parse_layer_chain(TOPOLOGY["spec"])
     topology_spec = parse_network_topology_spec(spec, "bench")
 
-    tree_ms, tree = median_ms(lambda: build_tree(chain, nodes), args.repeats)
+    def tree_and_levels() -> Any:
+        made = build_tree(chain, nodes)
+        made.levels()
+        return made
+
+    tree_ms, tree = median_ms(tree_and_levels, args.repeats)
     offers_ms, offers = median_ms(lambda: offer_slots(profile, members, rows), args.repeats)
     slots = {snap.node_name(r): int(n) for r, n in enumerate(offers.slots.tolist()) if n}
     plan_ms, plan = median_ms(lambda: plan_placement(tree, topology_spec, members, slots), args.repeats)
@@ -196,6 +209,104 @@ def run_case(
     )
 
 
+ZONE_KEY = "topology.kubernetes.io/zone"
+RACK_KEY = "topology.kubernetes.io/rack"
+TAS_TOPOLOGY: dict[str, Any] = {
+    "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+    "kind": "ClusterNetworkTopology",
+    "metadata": {"name": "default"},
+    "spec": {
+        "networkTopologySpec": [
+            {"labelKey": [ZONE_KEY], "topologyLayer": "ZoneLayer"},
+            {"labelKey": [RACK_KEY], "parentTopologyLayer": "ZoneLayer", "topologyLayer": "RackLayer"},
+            {"parentTopologyLayer": "RackLayer", "topologyLayer": "NodeTopologyLayer"},
+        ]
+    },
+}
+TAS_SPEC = '{"gatherStrategy":[{"layer":"RackLayer","strategy":"MustGather"}]}'
+
+
+def tas_world(node_count: int, gangs: int, per_gang: int) -> MemoryCluster:
+    """scheduler_perf podgroup/tas: templates/node.yaml, podgroup.yaml (a gang of minCount pods
+    whose topology constraint is the rack) and gang-pod.yaml, as Koordinator gang annotations."""
+    clock = VirtualClock(0.0)
+    world = MemoryCluster(Scheduler(default_configuration(), registry(), clock), clock)
+    for i in range(node_count):
+        world.add_node(
+            Node.from_dict(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Node",
+                    "metadata": {
+                        "name": f"node-{i}",
+                        "labels": {
+                            "kubernetes.io/hostname": f"node-{i}",
+                            ZONE_KEY: f"zone-{i // 100}",
+                            RACK_KEY: f"rack-{i // 100}",
+                        },
+                    },
+                    "status": {"allocatable": {"cpu": "4", "memory": "32Gi", "pods": "110"}},
+                }
+            )
+        )
+    world.scheduler.on_object("ClusterNetworkTopology", "Add", TAS_TOPOLOGY)
+    spec = {
+        "schedulerName": "koord-scheduler",
+        "containers": [
+            {
+                "name": "pause",
+                "image": "registry.k8s.io/pause:3.10.1",
+                "resources": {"requests": {"cpu": "100m", "memory": "100Mi"}},
+            }
+        ],
+    }
+    with world.scheduler.bulk():
+        for i in range(gangs * per_gang):
+            name = f"gang-{i // per_gang}"
+            annotations = {
+                "gang.scheduling.koordinator.sh/name": name,
+                "gang.scheduling.koordinator.sh/min-available": str(per_gang),
+                "gang.scheduling.koordinator.sh/network-topology-spec": TAS_SPEC,
+            }
+            world.add_pod(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {
+                        "name": f"test-tas-scheduling-{i}",
+                        "namespace": "tas-0",
+                        "annotations": annotations,
+                    },
+                    "spec": spec,
+                }
+            )
+    return world
+
+
+def run_tas(args: argparse.Namespace) -> None:
+    if args.tas_gangs <= 0:
+        return
+    world = tas_world(args.tas_nodes, args.tas_gangs, args.tas_pods)
+    t0 = time.perf_counter()
+    world.run(3600.0)
+    elapsed = time.perf_counter() - t0
+    cache = world.scheduler.cache
+    racks: dict[int, set[int]] = {}
+    bound = 0
+    for i, key in enumerate(world.order):
+        state = cache.pod_state(key)
+        if state is not None:
+            bound += 1
+            racks.setdefault(i // args.tas_pods, set()).add(int(state.node_name.split("-")[1]) // 100)
+    gathered = sum(1 for held in racks.values() if len(held) == 1)
+    gangs = args.tas_gangs
+    print(
+        f"{'podgroup/tas, MustGather rack':<28} nodes={args.tas_nodes:<5} gangs={gangs}x{args.tas_pods:<3} "
+        f"bound={bound:<5} in one rack={gathered:<4} schedule={elapsed:6.2f} s  "
+        f"{elapsed * 1000 / gangs:6.2f} ms per gang  {bound / elapsed:6.0f} pods/s"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -205,8 +316,15 @@ def main() -> None:
     parser.add_argument("--nodes-per-block", type=int, default=32)
     parser.add_argument("--gang", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--tas-nodes", type=int, default=5000)
+    parser.add_argument("--tas-gangs", type=int, default=750)
+    parser.add_argument("--tas-pods", type=int, default=4, help="pods per gang")
+    parser.add_argument("--only-tas", action="store_true", help="run only the podgroup/tas workload")
     args = parser.parse_args()
     print(f"machine: {machine()}")
+    if args.only_tas:
+        run_tas(args)
+        return
     print(f"median of {args.repeats} runs")
     prefer = '{"gatherStrategy":[{"layer":"BlockLayer","strategy":"PreferGather"}]}'
     whole_nodes = (
@@ -219,6 +337,7 @@ def main() -> None:
     run_case("hostPort, one per node", args, prefer, host_port=8470)
     # a spread constraint makes each pod's fit depend on its siblings: the node-by-node path
     run_case("spread, node by node", args, prefer, spread=True)
+    run_tas(args)
 
 
 if __name__ == "__main__":

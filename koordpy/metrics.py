@@ -32,6 +32,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
+from koordpy.api.elasticquota import KOORDINATOR_GROUP
+from koordpy.plugins.elasticquota.book import QuotaBook
 from koordpy.queue.scheduling_queue import GATED
 
 if TYPE_CHECKING:
@@ -326,6 +328,59 @@ class _SchedulerState(Collector):
         # kube-scheduler's binding goroutine covers the wait at Permit, PreBind and Bind
         goroutines.add_metric(["binding"], float(len(sched.waiting) + len(sched.bindings)))
         yield goroutines
+
+    def describe(self) -> Iterable[Metric]:
+        return ()
+
+
+class _Quotas(Collector):
+    """ElasticQuota figures read off the scheduler's quota books when scraped: Koordinator's own
+    metric (scheduler_elastic_quota_status, with its labels; its fields min, max, runtime, request
+    and used) for `scheduling.sigs.k8s.io` quotas, koordpy's for scheduler-plugins' (which exports
+    none), and the pods of each quota that hold nothing yet."""
+
+    def __init__(self, source: Callable[[], Iterable[QuotaBook]]) -> None:
+        self._source = source
+
+    def collect(self) -> Iterable[Metric]:
+        koordinator = GaugeMetricFamily(
+            "scheduler_elastic_quota_status",
+            "ElasticQuota current status",
+            labels=["name", "resource", "tree", "is_parent", "parent", "field"],
+        )
+        capacity = GaugeMetricFamily(
+            "koordpy_capacity_quota_status",
+            "scheduler-plugins ElasticQuota (scheduling.x-k8s.io) min and max as stated and used as "
+            "CapacityScheduling counts it (placed and reserved pods), by field and resource; cpu in "
+            "millicores, other resources in their units.",
+            labels=["namespace", "name", "resource", "field"],
+        )
+        pending = GaugeMetricFamily(
+            "koordpy_elastic_quota_pending_pods",
+            "Pods of each ElasticQuota that hold nothing yet (not placed, not reserved), by API group.",
+            labels=["api_group", "namespace", "name"],
+        )
+        for book in self._source():
+            group = book.api_group
+            for quota in book.figures():
+                pending.add_metric([group, quota.namespace, quota.name], float(quota.pending_pods))
+                for field, amounts in quota.fields.items():
+                    for resource, amount in amounts.items():
+                        if group == KOORDINATOR_GROUP:
+                            labels = [
+                                quota.name,
+                                resource,
+                                quota.tree_id,
+                                "true" if quota.is_parent else "false",
+                                quota.parent,
+                                field,
+                            ]
+                            koordinator.add_metric(labels, float(amount))
+                        else:
+                            capacity.add_metric([quota.namespace, quota.name, resource, field], float(amount))
+        yield koordinator
+        yield capacity
+        yield pending
 
     def describe(self) -> Iterable[Metric]:
         return ()
@@ -655,10 +710,12 @@ class SchedulerMetrics:
     # ------------------------------------------------------------------ scrape-time sources
     def track_scheduler(self, scheduler: Scheduler) -> None:
         """Everything read off the scheduler when scraped: pending pods, pods by rejecting plugin,
-        queue arrivals, the cache's size, pods in their binding cycle, gangs and GPUs."""
+        queue arrivals, the cache's size, pods in their binding cycle, gangs, GPUs and quotas."""
         self.track_pending(scheduler.pending_counts)
         self.track_gauges(scheduler.scrape_gauges)
         self.registry.register(_SchedulerState(scheduler))
+        shared = scheduler.shared
+        self.registry.register(_Quotas(lambda: [o for o in shared.objects() if isinstance(o, QuotaBook)]))
 
     def track_write_backlog(self, source: Callable[[], Mapping[str, int]]) -> None:
         """`koordpy_api_writes_queued{lane}`: writes decided and not sent yet (bindings are not

@@ -1,8 +1,9 @@
-"""koordpy's operators, built on kopf: PodGroup status (`operators.podgroup`) and the
-ClusterNetworkTopology's `status.detailStatus` (`operators.topology`).
+"""koordpy's operators, built on kopf: PodGroup status (`operators.podgroup`), the
+ClusterNetworkTopology's `status.detailStatus` (`operators.topology`) and ElasticQuota status
+(`operators.quota`).
 
-kopf watches only the custom resources the operators own (PodGroups of both API groups and the
-ClusterNetworkTopology). What the status needs of pods and nodes comes from an
+kopf watches only the custom resources the operators own (PodGroups and ElasticQuotas of both API
+groups and the ClusterNetworkTopology). What the status needs of pods and nodes comes from an
 `operators.facts.ClusterFacts`: fed by the embedding program's own informers when it passes one
 (`koordpy run`), else by one pod and one node informer that `run_operators` starts itself.
 
@@ -30,9 +31,10 @@ from koordpy.kubeapi import CredentialsError, Informer, KubeApi, load_configurat
 
 # every pod, finished ones included: a PodGroup counts its succeeded and failed members
 from koordpy.kubeapi.informer import ALL_PODS, NODES
-from operators import podgroup, topology
+from operators import podgroup, quota, topology
 from operators.facts import ClusterFacts
 from operators.podgroup import PodGroupController
+from operators.quota import QuotaController
 from operators.topology import TopologyController
 
 __all__ = [
@@ -49,10 +51,12 @@ logger = logging.getLogger("koordpy.operators")
 
 
 def register(registry: kopf.OperatorRegistry) -> None:
-    """Every handler of the operators. The memo given to kopf must hold a PodGroupController and a
-    TopologyController under `podgroup.MEMO_KEY` and `topology.MEMO_KEY` (run_operators does this)."""
+    """Every handler of the operators. The memo given to kopf must hold a PodGroupController, a
+    TopologyController and a QuotaController under `podgroup.MEMO_KEY`, `topology.MEMO_KEY` and
+    `quota.MEMO_KEY` (run_operators does this)."""
     podgroup.register(registry)
     topology.register(registry)
+    quota.register(registry)
 
 
 async def connection_info(configuration: client.Configuration) -> kopf.ConnectionInfo:
@@ -190,7 +194,9 @@ async def _serve(
             done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
             if started in done:
                 waiting.discard(started)
-                logger.info("operators started: PodGroup status, ClusterNetworkTopology status")
+                logger.info(
+                    "operators started: PodGroup status, ClusterNetworkTopology status, ElasticQuota status"
+                )
                 if ready is not None:
                     ready.set()
             if stopping in done:
@@ -261,7 +267,8 @@ async def _run_with(
     facts = given_facts if given_facts is not None else ClusterFacts()
     podgroups = PodGroupController(api, facts)
     topologies = TopologyController(api, facts)
-    memo = kopf.Memo({podgroup.MEMO_KEY: podgroups, topology.MEMO_KEY: topologies})
+    quotas = QuotaController(api, facts)
+    memo = kopf.Memo({podgroup.MEMO_KEY: podgroups, topology.MEMO_KEY: topologies, quota.MEMO_KEY: quotas})
     kopf_stop = asyncio.Event()
     kopf_ready = asyncio.Event()
     with _signal_handlers_kept(signal_handler):
@@ -279,6 +286,7 @@ async def _run_with(
     workers = {
         asyncio.create_task(podgroups.run(), name="podgroup status"),
         asyncio.create_task(topologies.run(), name="topology status"),
+        asyncio.create_task(quotas.run(), name="elasticquota status"),
     }
     feeders: set[asyncio.Task[Any]] = set()
     if given_facts is None:

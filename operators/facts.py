@@ -10,6 +10,12 @@ Whoever feeds it sets `synced` once the initial lists of pods and nodes have bee
 controllers reconcile nothing before that, since counting a half-listed cluster writes wrong
 status. Finished pods (Succeeded, Failed) must be fed too: a PodGroup counts its succeeded and
 failed members, so a feed that drops them (as a field selector on the phase would) loses them.
+
+For the ElasticQuota operator it keeps, besides, the sums of pod requests its status is computed
+from (`koordpy.status.quota.QuotaSums`: by namespace and quota label, and the Running pods' by
+namespace) and the nodes' allocatable, summed. A pod event changes the sums by that pod's requests
+alone (its spec is parsed only when it is new or its containers changed), a node event the total
+by that node's allocatable alone, so nothing here ever walks all pods or all nodes.
 """
 
 from __future__ import annotations
@@ -18,16 +24,27 @@ import asyncio
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from koordpy.api.elasticquota import KOORDINATOR_GROUP, LABEL_QUOTA_NAME, X_K8S_GROUP
+from koordpy.api.errors import SpecError
 from koordpy.api.pod import Pod
+from koordpy.api.resources import ResourceList, parse_resource_list
 from koordpy.kubeapi.informer import DELETE
+from koordpy.status.quota import QuotaPod, QuotaSums
 from operators.podgroup import GroupKey, group_of, member_summary
 
-__all__ = ["ClusterFacts", "GroupListener", "NodesListener"]
+__all__ = ["ClusterFacts", "GroupListener", "NodesListener", "QuotaListener"]
 
 # told the PodGroup whose members changed (one joined, left, or changed node, phase or owners)
 GroupListener = Callable[[GroupKey], None]
 # told that the set of nodes or the labels of one changed
 NodesListener = Callable[[], None]
+# told the ElasticQuota API group whose figures changed: a pod's requests counted in other sums, a
+# pod Running or not (scheduler-plugins'), or the nodes' allocatable (Koordinator's)
+QuotaListener = Callable[[str], None]
+
+_FINISHED = ("Succeeded", "Failed")
+# the parts of a pod's spec its requests come from
+_REQUEST_FIELDS = ("containers", "initContainers", "overhead")
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
@@ -58,6 +75,15 @@ def _same_member(
     return owners == tuple((o.kind, o.name, o.uid, o.controller) for o in known.owners)
 
 
+def _same_requests(spec: Mapping[str, Any], old: Mapping[str, Any] | None) -> bool:
+    """Whether the pod's spec asks for what the previous object's did: pod updates are almost
+    all status writes, and most leave the containers alone."""
+    if old is None:
+        return False
+    before = _mapping(old.get("spec"))
+    return all(spec.get(f) == before.get(f) for f in _REQUEST_FIELDS)
+
+
 class ClusterFacts:
     """Member pods by PodGroup and node labels by node name, kept from informer events.
 
@@ -75,6 +101,13 @@ class ClusterFacts:
         self._node_labels: dict[str, dict[str, str]] = {}
         self._group_listeners: list[GroupListener] = []
         self._nodes_listeners: list[NodesListener] = []
+        # ElasticQuota figures: each unfinished pod as counted, the sums, and the allocatable of
+        # each node (as written, to tell a heartbeat from a change, and parsed) with their total
+        self.quota_sums = QuotaSums()
+        self._quota_pods: dict[str, QuotaPod] = {}
+        self._allocatable: dict[str, tuple[dict[str, Any], ResourceList]] = {}
+        self._allocatable_total: ResourceList = {}
+        self._quota_listeners: list[QuotaListener] = []
 
     # ------------------------------------------------------------------ listeners
     def add_group_listener(self, listener: GroupListener) -> None:
@@ -90,6 +123,17 @@ class ClusterFacts:
     def remove_nodes_listener(self, listener: NodesListener) -> None:
         if listener in self._nodes_listeners:
             self._nodes_listeners.remove(listener)
+
+    def add_quota_listener(self, listener: QuotaListener) -> None:
+        self._quota_listeners.append(listener)
+
+    def remove_quota_listener(self, listener: QuotaListener) -> None:
+        if listener in self._quota_listeners:
+            self._quota_listeners.remove(listener)
+
+    def _quota_changed(self, api_group: str) -> None:
+        for listener in list(self._quota_listeners):
+            listener(api_group)
 
     def _group_changed(self, key: GroupKey) -> None:
         for listener in list(self._group_listeners):
@@ -108,6 +152,7 @@ class ClusterFacts:
         uid = str(meta.get("uid") or "")
         if not uid:
             return
+        self._count_quota_pod(action, uid, meta, obj, old)
         previous = self._group_of_pod.get(uid)
         key: GroupKey | None = None
         if action != DELETE:
@@ -132,6 +177,49 @@ class ClusterFacts:
         self._group_of_pod[uid] = key
         self._groups.setdefault(key, {})[uid] = Pod.from_dict(summary)
         self._group_changed(key)
+
+    def _count_quota_pod(
+        self,
+        action: str,
+        uid: str,
+        meta: Mapping[str, Any],
+        obj: Mapping[str, Any],
+        old: Mapping[str, Any] | None,
+    ) -> None:
+        """Keep the quota sums: a pod counts from the moment it exists until it finishes or goes,
+        in the sums of its namespace and quota label, placed or not, Running or not."""
+        known = self._quota_pods.get(uid)
+        spec, status = _mapping(obj.get("spec")), _mapping(obj.get("status"))
+        phase = status.get("phase") or "Pending"
+        if action == DELETE or phase in _FINISHED:
+            if known is not None:
+                del self._quota_pods[uid]
+                self.quota_sums.count(known, -1)
+                self._quota_changed(KOORDINATOR_GROUP)
+                if known.running:
+                    self._quota_changed(X_K8S_GROUP)
+            return
+        label = _mapping(meta.get("labels")).get(LABEL_QUOTA_NAME)
+        pair = (str(meta.get("namespace") or "default"), label if isinstance(label, str) else "")
+        assigned, running = bool(spec.get("nodeName")), phase == "Running"
+        same_requests = known is not None and _same_requests(spec, old)
+        if same_requests and known is not None:
+            if (known.pair, known.assigned, known.running) == (pair, assigned, running):
+                return
+            requests = known.requests
+        else:
+            # the scheduler's own reading of the requests (init containers, sidecars, overhead), so
+            # that the status counts a pod as the quota admitted it
+            requests = dict(Pod.from_dict(obj).requests)
+        counted = QuotaPod(pair, requests, assigned, running)
+        if known is not None:
+            self.quota_sums.count(known, -1)
+        self.quota_sums.count(counted, 1)
+        self._quota_pods[uid] = counted
+        if known is None or (known.pair, known.assigned, known.requests) != (pair, assigned, requests):
+            self._quota_changed(KOORDINATOR_GROUP)
+        if running or (known is not None and known.running):
+            self._quota_changed(X_K8S_GROUP)
 
     def _leave(self, uid: str, key: GroupKey) -> None:
         del self._group_of_pod[uid]
@@ -161,9 +249,11 @@ class ClusterFacts:
         if not name:
             return
         if action == DELETE:
+            self._count_allocatable(name, None)
             if self._node_labels.pop(name, None) is not None:
                 self._nodes_changed()
             return
+        self._count_allocatable(name, _mapping(_mapping(obj.get("status")).get("allocatable")))
         labels = _mapping(meta.get("labels"))
         known = self._node_labels.get(name)
         # a dict compares with a dict entry by entry; anything else is copied first
@@ -175,3 +265,32 @@ class ClusterFacts:
     def node_labels(self) -> Mapping[str, Mapping[str, str]]:
         """The labels of every known node, by node name (a live view: read it, do not keep it)."""
         return self._node_labels
+
+    def _count_allocatable(self, name: str, written: Mapping[str, Any] | None) -> None:
+        """Keep the total of the nodes' allocatable: `written` is the node's status.allocatable
+        (None: the node is gone). A heartbeat leaves it equal and costs one comparison."""
+        known = self._allocatable.get(name)
+        if known is not None and written is not None and known[0] == written:
+            return
+        try:
+            parsed = parse_resource_list(written, "status.allocatable") if written is not None else {}
+        except SpecError:
+            # a node whose allocatable does not parse offers nothing, as the scheduler counts it
+            parsed = {}
+        total = self._allocatable_total
+        if known is not None:
+            for resource, amount in known[1].items():
+                total[resource] = total.get(resource, 0) - amount
+        if written is None:
+            self._allocatable.pop(name, None)
+        else:
+            for resource, amount in parsed.items():
+                total[resource] = total.get(resource, 0) + amount
+            self._allocatable[name] = (dict(written), parsed)
+        if known is None and not parsed:
+            return
+        self._quota_changed(KOORDINATOR_GROUP)
+
+    def allocatable_total(self) -> Mapping[str, int]:
+        """The allocatable of every known node, summed (a live view: read it, do not keep it)."""
+        return self._allocatable_total

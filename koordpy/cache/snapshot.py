@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from koordpy.api.affinity import AffinityTerm
-from koordpy.api.labels import LabelSelector
+from koordpy.api.labels import IN, LabelSelector, Requirement
 from koordpy.api.namespace import Namespace
 from koordpy.api.node import Node
 from koordpy.api.pod import HostPort, Pod
@@ -24,6 +24,9 @@ from koordpy.cache.trial import Trial
 _INITIAL_CAPACITY = 64
 # request vectors remembered by the identity of the pod's requests mapping (about one per pod)
 _MAPPINGS_REMEMBERED = 16384
+# dense request vectors (for readers) kept while their cells, summed, stay under this: with
+# thousands of resource names each vector is that wide
+_VECTOR_CELLS_REMEMBERED = 1 << 21
 
 # Per-node sums saturate here. A request is at most MAX_AMOUNT (2^53), so a sum below this bound
 # plus one more request stays inside int64; only a node holding over 500 pods that each ask for
@@ -68,6 +71,26 @@ class PodMatcher:
         if term.selector is None:
             return None
         return PodMatcher(term.selector, term.namespaces, term.namespace_selector)
+
+    def anchors(self) -> tuple[tuple[str, str, str], ...]:
+        """(namespace, label key, value) triples one of which every pod it matches carries: from
+        its narrowest `In` requirement (matchLabels are such) in each of its namespaces. Empty when
+        there is none (no `In` requirement, or a namespace selector): any pod may match."""
+        if self.namespace_selector is not None or not self.namespaces:
+            return ()
+        narrowest: Requirement | None = None
+        for requirement in self.selector.requirements:
+            if requirement.operator == IN and (
+                narrowest is None or len(requirement.values) < len(narrowest.values)
+            ):
+                narrowest = requirement
+        if narrowest is None:
+            return ()
+        return tuple(
+            (namespace, narrowest.key, value)
+            for namespace in sorted(self.namespaces)
+            for value in sorted(narrowest.values)
+        )
 
 
 class LabelColumn:
@@ -139,17 +162,44 @@ def _grown(counts: np.ndarray, capacity: int) -> np.ndarray:
     return out
 
 
+@dataclass(slots=True, eq=False)
+class _Request:
+    """A pod's requests as the resource columns it asks for and the amounts (`pods` counted as 1):
+    placing a pod touches those cells only, however many resource names the cluster has."""
+
+    cols: np.ndarray
+    amounts: np.ndarray
+    # an amount at or above _PLAIN_ARITHMETIC_BELOW: sums take the saturating path
+    huge: bool
+    # positions of the columns in a column-major store of `capacity` rows (add the row)
+    _capacity: int = -1
+    _offsets: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+    def cells(self, row: int, capacity: int) -> np.ndarray:
+        """Positions of the pod's cells in row `row` of the flattened column-major store."""
+        if self._capacity != capacity:
+            self._offsets = self.cols * capacity
+            self._capacity = capacity
+        out: np.ndarray = self._offsets + row
+        return out
+
+
 class Snapshot:
     def __init__(self) -> None:
         self.capacity = _INITIAL_CAPACITY
         self.high_water = 0
         # the [rows x resources] matrices are column-major: filters and scores read one resource
-        # across many nodes, and that must be a contiguous read
+        # across many nodes, and that must be a contiguous read. Each lives in a store with room
+        # for more columns (doubled when full, so a new resource name rarely copies anything);
+        # `allocatable` and `requested` are views of the live columns, the only ones readers see
         self.resource_names: list[str] = [CPU, MEMORY, PODS]
         self.resource_col: dict[str, int] = {n: i for i, n in enumerate(self.resource_names)}
         r = len(self.resource_names)
-        self.allocatable = np.zeros((self.capacity, r), dtype=np.int64, order="F")
-        self.requested = np.zeros((self.capacity, r), dtype=np.int64, order="F")
+        self._allocatable_store = np.zeros((self.capacity, r), dtype=np.int64, order="F")
+        self._requested_store = np.zeros((self.capacity, r), dtype=np.int64, order="F")
+        self.allocatable = self._allocatable_store
+        self.requested = self._requested_store
+        self._requested_cells = self._requested_store.reshape(-1, order="F")
         self.nonzero_requested = np.zeros((self.capacity, 2), dtype=np.int64, order="F")
         self.live = np.zeros(self.capacity, dtype=bool)
         self.infos: list[NodeInfo | None] = [None] * self.capacity
@@ -163,6 +213,13 @@ class Snapshot:
         self._live_rows_cache: tuple[int, np.ndarray] = (-1, np.zeros(0, dtype=np.int64))
         self._pod_counters: dict[PodMatcher, np.ndarray] = {}
         self._counter_use: dict[PodMatcher, int] = {}
+        # which counters a pod can change: those anchored on one of its (namespace, label, value)
+        # triples, and those with no anchor; a pod is checked against those only
+        self._anchored_counters: dict[tuple[str, str, str], dict[PodMatcher, None]] = {}
+        self._unanchored_counters: dict[PodMatcher, None] = {}
+        # the pods on the nodes by (namespace, label, value), kept once a counter first needs it: a
+        # new counter then counts the pods carrying its anchor, not every pod
+        self._pods_by_label: dict[tuple[str, str, str], dict[tuple[int, str], Pod]] | None = None
         # existing pods' affinity terms: (kind, term, weight) -> pods carrying it per row
         self.term_counts: dict[tuple[str, AffinityTerm, int], np.ndarray] = {}
         # bumps when term_counts gains or loses a key or namespace labels change: whatever can change
@@ -173,8 +230,11 @@ class Snapshot:
         self._vec_cache: dict[tuple[tuple[str, int], ...], np.ndarray] = {}
         self._vec_cache_width = len(self.resource_names)
         self._vec_of_mapping: dict[int, tuple[Mapping[str, int], np.ndarray]] = {}
-        # ids of cached request vectors with an amount at or above _PLAIN_ARITHMETIC_BELOW
-        self._huge_vecs: set[int] = set()
+        self._vec_cells = 0
+        # what placing a pod adds, by the requests' content and by the mapping's identity; column
+        # numbers never change, so these stay valid when resources are added
+        self._requests: dict[tuple[tuple[str, int], ...], _Request] = {}
+        self._request_of_mapping: dict[int, tuple[Mapping[str, int], _Request]] = {}
         self._open_trials: list[Trial] = []
 
     # ----------------------------------------------------------------------------- structure
@@ -198,30 +258,42 @@ class Snapshot:
     def node_name(self, row: int) -> str:
         return self.info(row).node.name
 
+    def _install(self, allocatable_store: np.ndarray, requested_store: np.ndarray) -> None:
+        """Make the stores current, with views over the live columns."""
+        width = len(self.resource_names)
+        self._allocatable_store = allocatable_store
+        self._requested_store = requested_store
+        self.allocatable = allocatable_store[:, :width]
+        self.requested = requested_store[:, :width]
+        self._requested_cells = requested_store.reshape(-1, order="F")
+
     def _grow_rows(self) -> None:
         new = self.capacity * 2
+        width = len(self.resource_names)
         # every new array is built before any is installed: running out of memory half way leaves
         # the snapshot as it was, never with arrays of different lengths
-        matrices = {}
-        for attr in ("allocatable", "requested", "nonzero_requested"):
-            old = getattr(self, attr)
-            arr = np.zeros((new, old.shape[1]), dtype=old.dtype, order="F")
-            arr[: self.capacity] = old
-            matrices[attr] = arr
+        stores = []
+        for old in (self._allocatable_store, self._requested_store):
+            arr = np.zeros((new, old.shape[1]), dtype=np.int64, order="F")
+            # columns past the live ones are zero: copying them would only touch memory
+            arr[: self.capacity, :width] = old[:, :width]
+            stores.append(arr)
+        nonzero = np.zeros((new, 2), dtype=np.int64, order="F")
+        nonzero[: self.capacity] = self.nonzero_requested
         live = np.zeros(new, dtype=bool)
         live[: self.capacity] = self.live
         label_codes = {key: _grown_codes(col.codes, new) for key, col in self.labels.items()}
         counters = {matcher: _grown(counts, new) for matcher, counts in self._pod_counters.items()}
         terms = {term_key: _grown(counts, new) for term_key, counts in self.term_counts.items()}
-        for attr, arr in matrices.items():
-            setattr(self, attr, arr)
-        self.live = live
         self.infos.extend([None] * (new - self.capacity))
+        self.capacity = new
+        self._install(stores[0], stores[1])
+        self.nonzero_requested = nonzero
+        self.live = live
         for key, col in self.labels.items():
             col.codes = label_codes[key]
         self._pod_counters.update(counters)
         self.term_counts.update(terms)
-        self.capacity = new
 
     def resource_index(self, name: str) -> int:
         """The column of a resource, adding one (zero everywhere) the first time it is seen."""
@@ -229,24 +301,55 @@ class Snapshot:
         if col is not None:
             return col
         col = len(self.resource_names)
-        # both matrices are widened before either is installed, and the name is known only then:
-        # a failure half way leaves the columns and the names as they were
-        widened = []
-        for attr in ("allocatable", "requested"):
-            old = getattr(self, attr)
-            arr = np.zeros((self.capacity, col + 1), dtype=np.int64, order="F")
-            arr[:, :col] = old
-            widened.append(arr)
-        self.allocatable, self.requested = widened
+        if col == self._allocatable_store.shape[1]:
+            # full: double the room, so n names cost O(n) copies of a column in all. Both stores
+            # are built before either is installed, and the name is known only after: a failure
+            # half way leaves the columns and the names as they were
+            widened = []
+            for old in (self._allocatable_store, self._requested_store):
+                arr = np.zeros((self.capacity, 2 * col), dtype=np.int64, order="F")
+                arr[:, :col] = old
+                widened.append(arr)
+            self._install(widened[0], widened[1])
         self.resource_names.append(name)
         self.resource_col[name] = col
+        # the new column was never written: zero on every row
+        self._install(self._allocatable_store, self._requested_store)
         self._clear_vectors()
         return col
 
     def _clear_vectors(self) -> None:
         self._vec_cache.clear()
         self._vec_of_mapping.clear()
-        self._huge_vecs.clear()
+        self._vec_cells = 0
+
+    def _request(self, requests: Mapping[str, int]) -> _Request:
+        """What placing a pod with these requests adds: its columns (added the first time a name
+        is seen) and amounts."""
+        known = self._request_of_mapping.get(id(requests))
+        if known is not None and known[0] is requests:
+            return known[1]
+        key = tuple(sorted(requests.items()))
+        found = self._requests.get(key)
+        if found is None:
+            amounts: dict[int, int] = {}
+            for name, value in requests.items():
+                col = self.resource_index(name)
+                # views saturate amounts at MAX_AMOUNT; a mapping built elsewhere is held to it too
+                amount = min(max(int(value), 0), MAX_AMOUNT)
+                if amount:
+                    amounts[col] = amount
+            amounts[self.resource_col[PODS]] = 1
+            cols = np.fromiter(amounts, dtype=np.int64, count=len(amounts))
+            values = np.fromiter(amounts.values(), dtype=np.int64, count=len(amounts))
+            found = _Request(cols, values, max(amounts.values()) >= _PLAIN_ARITHMETIC_BELOW)
+            if len(self._requests) >= _MAPPINGS_REMEMBERED:
+                self._requests.clear()
+            self._requests[key] = found
+        if len(self._request_of_mapping) >= _MAPPINGS_REMEMBERED:
+            self._request_of_mapping.clear()
+        self._request_of_mapping[id(requests)] = (requests, found)
+        return found
 
     def request_vector(self, requests: Mapping[str, int]) -> np.ndarray:
         """A pod's requests as a row over the resource columns, `pods` counted as 1."""
@@ -270,9 +373,10 @@ class Snapshot:
             vec[self.resource_col[PODS]] = 1
             vec.setflags(write=False)
             self._vec_cache_width = len(self.resource_names)
+            if self._vec_cells + vec.size > _VECTOR_CELLS_REMEMBERED:
+                self._clear_vectors()
             self._vec_cache[key] = vec
-            if int(vec.max()) >= _PLAIN_ARITHMETIC_BELOW:
-                self._huge_vecs.add(id(vec))
+            self._vec_cells += vec.size
         if len(self._vec_of_mapping) >= _MAPPINGS_REMEMBERED:
             self._vec_of_mapping.clear()
         self._vec_of_mapping[id(requests)] = (requests, vec)
@@ -291,38 +395,46 @@ class Snapshot:
             self.update_node(node)
             return self.row_of[node.name]
         # what can fail (widening, growing, converting amounts) happens before the node is entered
-        alloc = self._allocatable_row(node)
+        alloc = self._allocatable_cells(node)
         if not self._free_rows and self.high_water == self.capacity:
             self._grow_rows()
         if self._free_rows:
             row = self._free_rows.pop()
+            self.requested[row] = 0
+            self.nonzero_requested[row] = 0
         else:
+            # a row never used is zero everywhere; writing it would touch every column's memory
             row = self.high_water
             self.high_water += 1
         self.row_of[node.name] = row
         self.infos[row] = NodeInfo(row, node)
         self.live[row] = True
-        self.requested[row] = 0
-        self.nonzero_requested[row] = 0
         self._write_node(row, node, None, alloc)
         self.node_generation += 1
         self.generation += 1
         return row
 
-    def _allocatable_row(self, node: Node) -> np.ndarray:
-        """The node's allocatable over the resource columns (widened first for new names)."""
-        for name in node.allocatable:
-            self.resource_index(name)
-        alloc = np.zeros(len(self.resource_names), dtype=np.int64)
+    def _allocatable_cells(self, node: Node) -> tuple[np.ndarray, np.ndarray]:
+        """The node's non-zero allocatable: (columns, amounts), columns added first for new names.
+        Every other column of its row is zero."""
+        amounts: dict[int, int] = {}
         for name, amount in node.allocatable.items():
-            alloc[self.resource_col[name]] = min(max(int(amount), 0), MAX_AMOUNT)
+            col = self.resource_index(name)
+            value = min(max(int(amount), 0), MAX_AMOUNT)
+            if value:
+                amounts[col] = value
         if PODS not in node.allocatable:
             # a node that states no pod capacity behaves as the kubelet default
-            alloc[self.resource_col[PODS]] = 110
-        return alloc
+            amounts[self.resource_col[PODS]] = 110
+        cols = np.fromiter(amounts, dtype=np.int64, count=len(amounts))
+        return cols, np.fromiter(amounts.values(), dtype=np.int64, count=len(amounts))
 
-    def _write_node(self, row: int, node: Node, old: Node | None, alloc: np.ndarray) -> None:
-        self.allocatable[row] = alloc
+    def _write_node(
+        self, row: int, node: Node, old: Node | None, alloc: tuple[np.ndarray, np.ndarray]
+    ) -> None:
+        if old is not None:
+            self.allocatable[row, self._allocatable_cells(old)[0]] = 0
+        self.allocatable[row, alloc[0]] = alloc[1]
         if old is not None:
             for key in old.labels:
                 if key not in node.labels:
@@ -342,7 +454,7 @@ class Snapshot:
         if row is None:
             self.add_node(node)
             return
-        alloc = self._allocatable_row(node)
+        alloc = self._allocatable_cells(node)
         info = self.info(row)
         old = info.node
         info.node = node
@@ -387,25 +499,28 @@ class Snapshot:
 
     def add_pod(self, pod: Pod, row: int) -> None:
         info = self.info(row)
-        # the vector first: a resource seen for the first time widens the arrays, and nothing is
+        # the requests first: a resource seen for the first time widens the arrays, and nothing is
         # changed yet if that fails
-        vec = self.request_vector(pod.requests)
+        req = self._request(pod.requests)
         info.pods[pod.key] = pod
-        if id(vec) in self._huge_vecs or max(pod.nonzero_cpu, pod.nonzero_memory) >= _PLAIN_ARITHMETIC_BELOW:
-            self._saturating_add(row, vec, pod, 1)
+        if req.huge or max(pod.nonzero_cpu, pod.nonzero_memory) >= _PLAIN_ARITHMETIC_BELOW:
+            self._saturating_add(row, req, pod, 1)
         else:
-            self.requested[row] += vec
+            self._requested_cells[req.cells(row, self.capacity)] += req.amounts
             self.nonzero_requested[row, 0] += pod.nonzero_cpu
             self.nonzero_requested[row, 1] += pod.nonzero_memory
         self._index_pod(pod, row, 1)
         self.generation += 1
 
-    def _saturating_add(self, row: int, vec: np.ndarray, pod: Pod, sign: int) -> None:
-        """`requested[row] += sign * vec` held within [0, _SUM_LIMIT]: no int64 wrap-around for
-        any request (see _SUM_LIMIT)."""
+    def _saturating_add(self, row: int, req: _Request, pod: Pod, sign: int) -> None:
+        """`requested[row] += sign * requests` held within [0, _SUM_LIMIT]: no int64 wrap-around
+        for any request (see _SUM_LIMIT)."""
+        cells = req.cells(row, self.capacity)
+        self._requested_cells[cells] = np.clip(
+            self._requested_cells[cells] + sign * req.amounts, 0, _SUM_LIMIT
+        )
         nonzero = np.array([min(pod.nonzero_cpu, MAX_AMOUNT), min(pod.nonzero_memory, MAX_AMOUNT)])
-        for matrix, delta in ((self.requested, vec), (self.nonzero_requested, nonzero)):
-            matrix[row] = np.clip(matrix[row] + sign * delta, 0, _SUM_LIMIT)
+        self.nonzero_requested[row] = np.clip(self.nonzero_requested[row] + sign * nonzero, 0, _SUM_LIMIT)
 
     def remove_pod(self, pod: Pod, row: int) -> Pod | None:
         """Take the pod with `pod.key` off the node; returns the pod object that was there (whose
@@ -414,14 +529,11 @@ class Snapshot:
         stored = info.pods.pop(pod.key, None)
         if stored is None:
             return None
-        vec = self.request_vector(stored.requests)
-        if (
-            id(vec) in self._huge_vecs
-            or max(stored.nonzero_cpu, stored.nonzero_memory) >= _PLAIN_ARITHMETIC_BELOW
-        ):
-            self._saturating_add(row, vec, stored, -1)
+        req = self._request(stored.requests)
+        if req.huge or max(stored.nonzero_cpu, stored.nonzero_memory) >= _PLAIN_ARITHMETIC_BELOW:
+            self._saturating_add(row, req, stored, -1)
         else:
-            self.requested[row] -= vec
+            self._requested_cells[req.cells(row, self.capacity)] -= req.amounts
             self.nonzero_requested[row, 0] -= stored.nonzero_cpu
             self.nonzero_requested[row, 1] -= stored.nonzero_memory
         self._index_pod(stored, row, -1)
@@ -429,11 +541,38 @@ class Snapshot:
         return stored
 
     def _index_pod(self, pod: Pod, row: int, delta: int) -> None:
+        by_label = self._pods_by_label
+        if by_label is not None:
+            namespace, at = pod.namespace, (row, pod.key)
+            for key, value in pod.labels.items():
+                triple = (namespace, key, value)
+                if delta > 0:
+                    postings = by_label.get(triple)
+                    if postings is None:
+                        postings = by_label[triple] = {}
+                    postings[at] = pod
+                else:
+                    postings = by_label.get(triple)
+                    if postings is not None:
+                        postings.pop(at, None)
+                        if not postings:
+                            del by_label[triple]
         if self._pod_counters:
+            counters = self._pod_counters
             ns_labels = self.namespace_labels(pod.namespace)
-            for matcher, counts in self._pod_counters.items():
+            for matcher in self._unanchored_counters:
                 if matcher.matches(pod, ns_labels):
-                    counts[row] += delta
+                    counters[matcher][row] += delta
+            if self._anchored_counters:
+                anchored = self._anchored_counters
+                namespace = pod.namespace
+                # a pod has one value per key: at most one of a counter's anchors is the pod's
+                for key, value in pod.labels.items():
+                    matchers = anchored.get((namespace, key, value))
+                    if matchers:
+                        for matcher in matchers:
+                            if matcher.matches(pod, ns_labels):
+                                counters[matcher][row] += delta
         if pod.has_pod_affinity:
             for kind, terms in (
                 ("affinity", ((t, 0) for t in pod.required_affinity)),
@@ -480,6 +619,15 @@ class Snapshot:
         for key, col in self.labels.items():
             if col.codes.shape != (self.capacity,):
                 found.append(f"label column {key} has {col.codes.size} rows, expected {self.capacity}")
+        for attr, store in (("allocatable", self._allocatable_store), ("requested", self._requested_store)):
+            if store.shape[0] != self.capacity or store.shape[1] < width:
+                found.append(
+                    f"the {attr} store has shape {store.shape} for {self.capacity} rows, {width} columns"
+                )
+            elif not np.may_share_memory(getattr(self, attr), store):
+                found.append(f"{attr} is not a view of its store")
+        if not np.may_share_memory(self._requested_cells, self._requested_store):
+            found.append("the requested cells are not a view of their store")
         if found:
             return found  # the rest reads the arrays by row
         for name, row in self.row_of.items():
@@ -489,34 +637,82 @@ class Snapshot:
         if int(self.live.sum()) != len(self.row_of):
             found.append(f"{int(self.live.sum())} live rows for {len(self.row_of)} nodes")
         rows = self.live_rows()
+        hw = self.high_water
+        # cells are compared where a node or pod puts an amount; everywhere else a row must be zero,
+        # which counting its non-zero cells shows without a [rows x resources] copy
+        alloc_nonzero = np.count_nonzero(self.allocatable[:hw], axis=1)
+        cell_rows: list[np.ndarray] = []
+        cell_cols: list[np.ndarray] = []
+        cell_amounts: list[np.ndarray] = []
         pod_rows: list[int] = []
-        vectors: list[np.ndarray] = []
         nonzero: list[tuple[int, int]] = []
         for row in rows.tolist():
             info = self.infos[row]
             if info is None:
                 continue
-            if not np.array_equal(self.allocatable[row], self._allocatable_row(info.node)):
+            alloc_cols, amounts = self._allocatable_cells(info.node)
+            if alloc_nonzero[row] != alloc_cols.size or not np.array_equal(
+                self.allocatable[row, alloc_cols], amounts
+            ):
                 found.append(f"node {info.name}: allocatable differs from its node object")
             for key, pod in info.pods.items():
                 if placed.get(key) != info.name:
                     found.append(f"pod {key} is on node {info.name} in the snapshot only")
+                req = self._request(pod.requests)
+                cell_rows.append(np.full(req.cols.size, row, dtype=np.int64))
+                cell_cols.append(req.cols)
+                cell_amounts.append(req.amounts)
                 pod_rows.append(row)
-                vectors.append(self.request_vector(pod.requests))
                 nonzero.append((min(pod.nonzero_cpu, MAX_AMOUNT), min(pod.nonzero_memory, MAX_AMOUNT)))
         if len(pod_rows) != sum(1 for node in placed.values() if node in self.row_of):
             found.append("the cache places pods the snapshot does not hold")
-        width = len(self.resource_names)
+        if self._pods_by_label is not None:
+            indexed = {triple: set(postings) for triple, postings in self._pods_by_label.items()}
+            if indexed != {triple: set(postings) for triple, postings in self._index_by_label().items()}:
+                found.append("the pods by label differ from the pods on the nodes")
+        differs = self._requested_differs(rows, cell_rows, cell_cols, cell_amounts)
         index = np.array(pod_rows, dtype=np.int64)
-        for matrix, values, label in (
-            (self.requested, np.array(vectors, dtype=np.int64).reshape(-1, width), "requested"),
-            (self.nonzero_requested, np.array(nonzero, dtype=np.int64).reshape(-1, 2), "non-zero requested"),
+        expected = _saturated_sums(index, np.array(nonzero, dtype=np.int64).reshape(-1, 2), self.capacity)
+        for label, bad in (
+            ("requested", differs),
+            ("non-zero requested", (self.nonzero_requested[rows] != expected[rows]).any(axis=1)),
         ):
-            expected = _saturated_sums(index, values, self.capacity)
-            for row in np.flatnonzero((matrix[rows] != expected[rows]).any(axis=1)).tolist():
-                info = self.info(int(rows[row]))
+            for at in np.flatnonzero(bad).tolist():
+                info = self.info(int(rows[at]))
                 found.append(f"node {info.name}: {label} differs from the sum of its {len(info.pods)} pods")
         return found
+
+    def _requested_differs(
+        self,
+        rows: np.ndarray,
+        cell_rows: list[np.ndarray],
+        cell_cols: list[np.ndarray],
+        cell_amounts: list[np.ndarray],
+    ) -> np.ndarray:
+        """For each of `rows`: whether its requested cells differ from the saturated sums of the
+        given pod cells (row, column, amount)."""
+        width = len(self.resource_names)
+        differs = np.zeros(rows.size, dtype=bool)
+        position = np.full(self.capacity, -1, dtype=np.int64)
+        position[rows] = np.arange(rows.size)
+        if cell_rows:
+            at_rows = np.concatenate(cell_rows)
+            flat = at_rows * width + np.concatenate(cell_cols)
+            amounts = np.concatenate(cell_amounts)
+            cells, inverse = np.unique(flat, return_inverse=True)
+            sums = np.zeros(cells.size, dtype=np.int64)
+            np.add.at(sums, inverse, amounts)
+            approx = np.bincount(inverse, weights=amounts.astype(np.float64), minlength=cells.size)
+            sums = np.where(approx >= _SUM_LIMIT, _SUM_LIMIT, sums)
+            cell_row, cell_col = cells // width, cells % width
+            wrong = self.requested[cell_row, cell_col] != sums
+            differs[position[cell_row[wrong]]] = True
+            expected_nonzero = np.bincount(cell_row[sums != 0], minlength=self.capacity)
+        else:
+            expected_nonzero = np.zeros(self.capacity, dtype=np.int64)
+        actual_nonzero = np.count_nonzero(self.requested[: self.high_water], axis=1)
+        differs |= actual_nonzero[rows] != expected_nonzero[rows]
+        return differs
 
     def rebuild(self, nodes: Mapping[int, Node], pods: Mapping[int, Iterable[Pod]]) -> None:
         """Recompute every array and index from records: `nodes` by the row each keeps (rows stay
@@ -543,7 +739,7 @@ class Snapshot:
             self.row_of[node.name] = row
             self.infos[row] = NodeInfo(row, node)
             self.live[row] = True
-            self._write_node(row, node, None, self._allocatable_row(node))
+            self._write_node(row, node, None, self._allocatable_cells(node))
         self._free_rows = [row for row in range(self.high_water - 1, -1, -1) if not self.live[row]]
         for row, placed in pods.items():
             for pod in placed:
@@ -565,6 +761,9 @@ class Snapshot:
         self.namespaces[ns.name] = ns
         # namespace labels feed namespace selectors: counters must be rebuilt
         self._pod_counters.clear()
+        self._counter_use.clear()
+        self._anchored_counters.clear()
+        self._unanchored_counters.clear()
         self.term_match_generation += 1
         self.generation += 1
 
@@ -572,21 +771,61 @@ class Snapshot:
         """Number of pods on each row matched by `matcher`; kept up to date incrementally."""
         counts = self._pod_counters.get(matcher)
         if counts is None:
-            counts = np.zeros(self.capacity, dtype=np.int32)
-            for row in self.live_rows():
-                info = self.infos[row]
-                assert info is not None
-                for pod in info.pods.values():
-                    if matcher.matches(pod, self.namespace_labels(pod.namespace)):
-                        counts[row] += 1
+            anchors = matcher.anchors()
+            counts = self._count_pods(matcher, anchors)
             if len(self._pod_counters) >= 256:
                 # drop the least used counters so per-pod upkeep stays small
                 for stale, _ in sorted(self._counter_use.items(), key=lambda kv: kv[1])[:128]:
-                    self._pod_counters.pop(stale, None)
-                    self._counter_use.pop(stale, None)
+                    self._drop_counter(stale)
             self._pod_counters[matcher] = counts
+            if anchors:
+                for anchor in anchors:
+                    self._anchored_counters.setdefault(anchor, {})[matcher] = None
+            else:
+                self._unanchored_counters[matcher] = None
         self._counter_use[matcher] = self._counter_use.get(matcher, 0) + 1
         return counts
+
+    def _count_pods(self, matcher: PodMatcher, anchors: tuple[tuple[str, str, str], ...]) -> np.ndarray:
+        """A new counter's counts: from the pods carrying one of its anchors when it has any (every
+        pod it matches carries one, and at most one), else from every pod."""
+        counts = np.zeros(self.capacity, dtype=np.int32)
+        if anchors:
+            if self._pods_by_label is None:
+                self._pods_by_label = self._index_by_label()
+            for anchor in anchors:
+                for (row, _), pod in self._pods_by_label.get(anchor, {}).items():
+                    if matcher.matches(pod, self.namespace_labels(pod.namespace)):
+                        counts[row] += 1
+            return counts
+        for row in self.live_rows():
+            info = self.infos[row]
+            assert info is not None
+            for pod in info.pods.values():
+                if matcher.matches(pod, self.namespace_labels(pod.namespace)):
+                    counts[row] += 1
+        return counts
+
+    def _index_by_label(self) -> dict[tuple[str, str, str], dict[tuple[int, str], Pod]]:
+        by_label: dict[tuple[str, str, str], dict[tuple[int, str], Pod]] = {}
+        for row in self.live_rows().tolist():
+            info = self.infos[row]
+            assert info is not None
+            for key, pod in info.pods.items():
+                for label, value in pod.labels.items():
+                    by_label.setdefault((pod.namespace, label, value), {})[(row, key)] = pod
+        return by_label
+
+    def _drop_counter(self, matcher: PodMatcher) -> None:
+        self._pod_counters.pop(matcher, None)
+        self._counter_use.pop(matcher, None)
+        self._unanchored_counters.pop(matcher, None)
+        for anchor in matcher.anchors():
+            anchored = self._anchored_counters.get(anchor)
+            if anchored is not None:
+                anchored.pop(matcher, None)
+                if not anchored:
+                    del self._anchored_counters[anchor]
 
     def pods_on(self, row: int) -> Iterable[Pod]:
         return self.info(row).pods.values()

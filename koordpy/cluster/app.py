@@ -20,9 +20,18 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
+from kubernetes_asyncio import client as k8s_client
 
 from koordpy import __version__, logs
-from koordpy.cluster.auth import DEFAULT_ALWAYS_ALLOW_PATHS, Authenticator, Authorizer, path_matcher
+from koordpy.cluster.auth import (
+    ALLOWED_CACHE_SECONDS,
+    DEFAULT_ALWAYS_ALLOW_PATHS,
+    DENIED_CACHE_SECONDS,
+    TOKEN_CACHE_SECONDS,
+    Authenticator,
+    Authorizer,
+    path_matcher,
+)
 from koordpy.cluster.http import PING, Endpoints, Guard, HealthCheck, Listener
 from koordpy.cluster.leader import LeaderElector, LeaseSettings
 from koordpy.cluster.serving import CertificateError, ServingCertificate
@@ -136,6 +145,14 @@ class RunOptions:
     always_allow_paths: tuple[str, ...] = DEFAULT_ALWAYS_ALLOW_PATHS
     # a plain-HTTP port without authentication, only when asked for (0: none)
     insecure_port: int = 0
+    # the credentials the TokenReviews and SubjectAccessReviews are made with (kube's
+    # --authentication-kubeconfig, --authorization-kubeconfig); None: the scheduler's own
+    authentication_kubeconfig: str | None = None
+    authorization_kubeconfig: str | None = None
+    # how long review answers are kept (kube's webhook cache TTLs)
+    token_cache_ttl: float = TOKEN_CACHE_SECONDS
+    allowed_cache_ttl: float = ALLOWED_CACHE_SECONDS
+    denied_cache_ttl: float = DENIED_CACHE_SECONDS
     shutdown_timeout: float = 15.0
     identity: str = field(default_factory=default_identity)
     # the PodGroup and ClusterNetworkTopology status operators, in this process and event loop
@@ -241,19 +258,63 @@ REVIEW_BURST = 400
 REVIEW_CONNECTIONS = 8
 
 
+async def review_credentials(
+    options: RunOptions, api: KubeApi
+) -> tuple[k8s_client.Configuration, k8s_client.Configuration]:
+    """The credentials of the token reviews and of the access reviews: each from its kubeconfig
+    flag when given (read as kube's delegated clients read it: its current context, neither
+    --master nor --context applied), else the scheduler's own. Raises StartupError for a file that
+    cannot be read, as kube-scheduler stops on it."""
+    loaded: dict[str, k8s_client.Configuration] = {}
+    chosen = []
+    for flag, path in (
+        ("--authentication-kubeconfig", options.authentication_kubeconfig),
+        ("--authorization-kubeconfig", options.authorization_kubeconfig),
+    ):
+        if not path:
+            chosen.append(api.configuration)
+            continue
+        if path not in loaded:
+            try:
+                loaded[path] = await load_configuration(path)
+            except CredentialsError as err:
+                raise StartupError(
+                    f"{flag}: cannot load the credentials of the delegated reviews: {err}; pass a "
+                    "readable kubeconfig, or leave the flag out to make the reviews with the "
+                    "scheduler's own credentials"
+                ) from None
+        chosen.append(loaded[path])
+    return chosen[0], chosen[1]
+
+
 @dataclass(slots=True)
 class Serving:
     """The secure port (unless --secure-port=0) and the plain one (when --insecure-port asks), with
-    the certificate's reloads and the client the reviews are made with."""
+    the certificate's reloads and the clients the reviews are made with."""
 
     listeners: list[Listener] = field(default_factory=list)
     certificate: ServingCertificate | None = None
-    reviews: KubeApi | None = None
+    reviews: list[KubeApi] = field(default_factory=list)
     _reloads: asyncio.Task[None] | None = None
 
+    def _review_client(self, configuration: k8s_client.Configuration) -> KubeApi:
+        for client in self.reviews:
+            if client.configuration is configuration:
+                return client
+        client = KubeApi(configuration, connections=REVIEW_CONNECTIONS)
+        client.rate_limiter = client_rate_limiter(REVIEW_QPS, REVIEW_BURST)
+        self.reviews.append(client)
+        return client
+
     @staticmethod
-    def build(options: RunOptions, api: KubeApi, endpoints: Endpoints) -> Serving:
-        """Raises StartupError for a certificate that cannot be had or paths that cannot be read."""
+    def build(
+        options: RunOptions,
+        api: KubeApi,
+        endpoints: Endpoints,
+        credentials: tuple[k8s_client.Configuration, k8s_client.Configuration] | None = None,
+    ) -> Serving:
+        """Raises StartupError for a certificate that cannot be had or paths that cannot be read.
+        `credentials`: those of the token and the access reviews (default: `api`'s)."""
         serving = Serving()
         if options.secure_port:
             try:
@@ -268,11 +329,17 @@ class Serving:
                 raise StartupError(str(err)) from None
             except ValueError as err:
                 raise StartupError(f"--authorization-always-allow-paths: {err}", code=2) from None
-            reviews = KubeApi(api.configuration, connections=REVIEW_CONNECTIONS)
-            reviews.rate_limiter = client_rate_limiter(REVIEW_QPS, REVIEW_BURST)
-            serving.reviews = reviews
-            authorizer = Authorizer(reviews, always_allow_paths=options.always_allow_paths)
-            secure = endpoints.application(Guard(Authenticator(reviews), authorizer))
+            token_credentials, access_credentials = credentials or (api.configuration, api.configuration)
+            authenticator = Authenticator(
+                serving._review_client(token_credentials), cache_ttl=options.token_cache_ttl
+            )
+            authorizer = Authorizer(
+                serving._review_client(access_credentials),
+                always_allow_paths=options.always_allow_paths,
+                allowed_ttl=options.allowed_cache_ttl,
+                denied_ttl=options.denied_cache_ttl,
+            )
+            secure = endpoints.application(Guard(authenticator, authorizer))
             context = serving.certificate.context
             serving.listeners.append(Listener(secure, options.bind_address, options.secure_port, context))
         if options.insecure_port:
@@ -298,8 +365,8 @@ class Serving:
             self._reloads.cancel()
         for listener in self.listeners:
             await listener.stop()
-        if self.reviews is not None:
-            await self.reviews.close()
+        for client in self.reviews:
+            await client.close()
 
 
 async def run(options: RunOptions) -> int:
@@ -342,7 +409,8 @@ async def run(options: RunOptions) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     try:
-        serving = Serving.build(options, api, endpoints)
+        credentials = await review_credentials(options, api) if options.secure_port else None
+        serving = Serving.build(options, api, endpoints, credentials)
         await serving.start()
         await wait_for_api_server(api, options.api_wait)
         # after the checks that can stop start-up, so that a failed start says one thing only

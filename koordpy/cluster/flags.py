@@ -14,6 +14,14 @@ configuration from `--config`, or without it from v1's defaults; then:
 
 koordpy's earlier flag names keep working for one release, each with a deprecation warning naming
 its replacement, printed as pflag prints kube's (`Flag --x has been deprecated, ...`).
+
+Every other flag a kube-scheduler Deployment or kubeadm's static pod sets is accepted, so that its
+command line runs unchanged: the delegated authentication and authorization flags are honoured
+(`--authentication-kubeconfig`, `--authorization-kubeconfig`, the review caches' TTLs,
+`--authorization-always-allow-paths`); `--pod-max-in-unschedulable-pods-duration` is honoured, with
+`--config` or without, as kube applies it; what koordpy does not do (profiling, client-certificate
+and front-proxy authentication, kube's feature gates) is said once, in a warning at start-up that
+names the flags.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from koordpy.api.duration import parse_duration
 from koordpy.api.errors import SpecError
+from koordpy.cluster.auth import ALLOWED_CACHE_SECONDS, DENIED_CACHE_SECONDS, TOKEN_CACHE_SECONDS
 from koordpy.config.errors import ConfigError, Problem
 from koordpy.config.models import ClientConnection, LeaderElection, SchedulerConfiguration
 
@@ -44,6 +53,17 @@ JITTER_FACTOR = 1.2
 # the deprecated --log-level's levels on klog's verbosity scale
 LOG_LEVEL_VERBOSITY = {"debug": 4, "info": 0, "warning": 0, "error": 0}
 LOG_LEVEL_FLOOR = {"warning": logging.WARNING, "error": logging.ERROR}
+
+
+# apiserver's RequestHeaderAuthenticationOptions: front-proxy authentication
+REQUEST_HEADER_FLAGS = (
+    "--requestheader-client-ca-file",
+    "--requestheader-allowed-names",
+    "--requestheader-username-headers",
+    "--requestheader-uid-headers",
+    "--requestheader-group-headers",
+    "--requestheader-extra-headers-prefix",
+)
 
 
 class FlagError(ValueError):
@@ -105,6 +125,29 @@ def parse_port(text: str) -> int:
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f'invalid argument "{text}": must be between 0 and 65535')
     return value
+
+
+def parse_feature_gates(text: str) -> tuple[tuple[str, bool], ...]:
+    """`--feature-gates`, as component-base's featureGate.Set reads it: `Name=bool` pairs split on
+    commas, blanks around each ignored."""
+    gates = []
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        name, sep, value = item.partition("=")
+        name, value = name.strip(), value.strip()
+        if not sep or not name:
+            raise argparse.ArgumentTypeError(
+                f'invalid argument "{text}": missing bool value for {name or item}'
+            )
+        try:
+            gates.append((name, parse_bool(value)))
+        except argparse.ArgumentTypeError:
+            raise argparse.ArgumentTypeError(
+                f'invalid argument "{text}": invalid value of {name}={value}, err: strconv.ParseBool'
+            ) from None
+    return tuple(gates)
 
 
 def go_duration(seconds: float) -> str:
@@ -204,6 +247,28 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
     misc.add_argument(
         "--bind-address", metavar="IP", help=f"address the secure port listens on ({DEFAULT_BIND_ADDRESS})"
     )
+    misc.add_argument(
+        "--pod-max-in-unschedulable-pods-duration",
+        type=parse_flag_duration,
+        metavar="DURATION",
+        help="the longest a pod stays among the unschedulable before it is tried again (5m; applies "
+        "with --config too, over podMaxInUnschedulablePodsDuration)",
+    )
+    for flag in ("--profiling", "--contention-profiling"):
+        misc.add_argument(
+            flag,
+            type=parse_bool,
+            nargs="?",
+            const=True,
+            metavar="BOOL",
+            help="accepted: koordpy serves no /debug/pprof (true is said in a warning)",
+        )
+    misc.add_argument(
+        "--feature-gates",
+        type=parse_feature_gates,
+        metavar="GATES",
+        help="kube's feature gates (A=true,B=false): accepted, not acted on (a warning names them)",
+    )
     # kube-scheduler's secure serving and authorization flags (koordpy.cluster.serving, .auth)
     serving = parser.add_argument_group("secure serving")
     serving.add_argument(
@@ -228,6 +293,49 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
         metavar="PORT",
         help="also serve every path over plain HTTP, without authentication, on --bind-address (0: not)",
     )
+    # apiserver's DelegatingAuthenticationOptions and DelegatingAuthorizationOptions
+    delegated = parser.add_argument_group("delegated authentication and authorization (koordpy.cluster.auth)")
+    delegated.add_argument(
+        "--authentication-kubeconfig",
+        metavar="FILE",
+        help="kubeconfig whose credentials create tokenreviews.authentication.k8s.io (default: the "
+        "scheduler's own credentials)",
+    )
+    delegated.add_argument(
+        "--authorization-kubeconfig",
+        metavar="FILE",
+        help="kubeconfig whose credentials create subjectaccessreviews.authorization.k8s.io (default: "
+        "the scheduler's own credentials)",
+    )
+    for flag, what in (
+        ("--authentication-token-webhook-cache-ttl", "token reviews"),
+        ("--authorization-webhook-cache-authorized-ttl", "access reviews that allowed"),
+        ("--authorization-webhook-cache-unauthorized-ttl", "access reviews that denied"),
+    ):
+        delegated.add_argument(
+            flag, type=parse_flag_duration, metavar="DURATION", help=f"how long {what} are cached (10s)"
+        )
+    for flag in ("--authentication-skip-lookup", "--authentication-tolerate-lookup-failure"):
+        delegated.add_argument(
+            flag,
+            type=parse_bool,
+            nargs="?",
+            const=True,
+            metavar="BOOL",
+            help="accepted: koordpy looks up no client CA in the cluster (it authenticates bearer "
+            "tokens only), so there is no lookup to skip or to fail",
+        )
+    delegated.add_argument(
+        "--client-ca-file",
+        metavar="FILE",
+        help="accepted, not acted on: client certificates are not authenticated (a warning says so)",
+    )
+    for flag in REQUEST_HEADER_FLAGS:
+        delegated.add_argument(
+            flag,
+            metavar="VALUE",
+            help="accepted, not acted on: front-proxy authentication is not implemented (a warning says so)",
+        )
     election = parser.add_argument_group("leader election (override the configuration's leaderElection)")
     election.add_argument(
         "--leader-elect",
@@ -441,14 +549,52 @@ def resolve(args: argparse.Namespace, config: SchedulerConfiguration, from_file:
         client = ClientConnection.model_validate({**client.model_dump(), **client_update})
     election = _leader_election(args, config.leaderElection)
     check_leader_election(election, args.config or "the leader-election flags")
-    effective = config.model_copy(update={"clientConnection": client, "leaderElection": election})
-    return Resolved(effective, warnings)
+    update: dict[str, Any] = {"clientConnection": client, "leaderElection": election}
+    # options.go applies it apart from the configuration, so with --config as well
+    unschedulable_for = getattr(args, "pod_max_in_unschedulable_pods_duration", None)
+    if unschedulable_for is not None:
+        update["podMaxInUnschedulablePodsDuration"] = parse_duration(unschedulable_for)
+    effective = config.model_copy(update=update)
+    return Resolved(effective, warnings + unsupported_flag_warnings(args))
+
+
+def unsupported_flag_warnings(args: argparse.Namespace) -> list[str]:
+    """One line per kind of thing asked for that koordpy does not do, naming the flags."""
+    out = []
+    profiling = [
+        flag for flag in ("--profiling", "--contention-profiling") if getattr(args, _dest(flag), None)
+    ]
+    if profiling:
+        out.append(
+            f"{' and '.join(f'{flag}=true' for flag in profiling)} not acted on: koordpy serves no "
+            "/debug/pprof profiling endpoints"
+        )
+    client_auth = [
+        flag for flag in ("--client-ca-file", *REQUEST_HEADER_FLAGS) if getattr(args, _dest(flag), None)
+    ]
+    if client_auth:
+        out.append(
+            f"{', '.join(client_auth)} not acted on: client-certificate and front-proxy (request "
+            "header) authentication are not implemented; the secure port authenticates bearer tokens "
+            "only (TokenReview), and a request with a client certificate alone is anonymous"
+        )
+    gates = getattr(args, "feature_gates", None)
+    if gates:
+        named = ",".join(f"{name}={str(on).lower()}" for name, on in gates)
+        out.append(
+            f"--feature-gates not acted on: koordpy has none of kube-scheduler's feature gates ({named})"
+        )
+    return out
 
 
 def effective_document(config: SchedulerConfiguration) -> dict[str, Any]:
     """The configuration as --write-config-to writes it: every field, defaults included."""
     document: dict[str, Any] = config.model_dump(mode="json", exclude_none=True)
     return document
+
+
+def _seconds(flag_value: str | None, default: float) -> float:
+    return default if flag_value is None else parse_duration(flag_value)
 
 
 def run_options(args: argparse.Namespace, config: SchedulerConfiguration) -> RunOptions:
@@ -481,6 +627,11 @@ def run_options(args: argparse.Namespace, config: SchedulerConfiguration) -> Run
             else {"always_allow_paths": args.authorization_always_allow_paths}
         ),
         insecure_port=args.insecure_port or 0,
+        authentication_kubeconfig=args.authentication_kubeconfig or None,
+        authorization_kubeconfig=args.authorization_kubeconfig or None,
+        token_cache_ttl=_seconds(args.authentication_token_webhook_cache_ttl, TOKEN_CACHE_SECONDS),
+        allowed_cache_ttl=_seconds(args.authorization_webhook_cache_authorized_ttl, ALLOWED_CACHE_SECONDS),
+        denied_cache_ttl=_seconds(args.authorization_webhook_cache_unauthorized_ttl, DENIED_CACHE_SECONDS),
         shutdown_timeout=args.shutdown_timeout,
         identity=args.identity or default_identity(),
         operators=args.operators,

@@ -9,6 +9,10 @@ endpoints `/healthz`, `/livez`, `/readyz` in the format of apiserver's healthz p
   `/healthz/<name>` runs one check and says why it failed. `/livez` and `/readyz` alike.
 - `GET /configz`: the configuration in use, as JSON, under `componentconfig`.
 - `GET /metrics`: the Prometheus exposition of the scheduler's registry.
+- `GET /metrics/slis`: component-base's health-check SLIs, `kubernetes_healthcheck{name,type}` (1
+  healthy, 0 not, at the last run) and `kubernetes_healthchecks_total{name,type,status}`, recorded
+  each time `/healthz`, `/livez` or `/readyz` runs its checks, as kube-scheduler serves them (the
+  second endpoint of kube-prometheus's kube-scheduler ServiceMonitor scrapes it).
 
 The secure port wraps these in delegated authentication and authorization (`koordpy.cluster.auth`):
 401 for credentials the apiserver does not accept, 403 for a user not allowed the path, 500 when
@@ -26,6 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from koordpy.cluster.auth import Authenticator, AuthorizationFailed, Authorizer, Unauthenticated
 from koordpy.metrics import SchedulerMetrics
@@ -60,6 +66,32 @@ class HealthReport:
     failures: tuple[str, ...]
 
 
+class HealthSlis:
+    """The health-check SLIs of component-base's `slis` package, in a registry of their own."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self._last = Gauge(
+            "kubernetes_healthcheck",
+            "This metric records the result of a single healthcheck.",
+            ("name", "type"),
+            registry=self.registry,
+        )
+        self._total = Counter(
+            "kubernetes_healthchecks",
+            "This metric records the results of all healthcheck.",
+            ("name", "type", "status"),
+            registry=self.registry,
+        )
+
+    def observe(self, name: str, endpoint: str, healthy: bool) -> None:
+        self._last.labels(name, endpoint).set(1 if healthy else 0)
+        self._total.labels(name, endpoint, "success" if healthy else "error").inc()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
 def run_check(health: HealthCheck) -> str | None:
     try:
         return health.check()
@@ -68,9 +100,15 @@ def run_check(health: HealthCheck) -> str | None:
 
 
 def health_report(
-    endpoint: str, checks: Sequence[HealthCheck], *, verbose: bool, exclude: Sequence[str] = ()
+    endpoint: str,
+    checks: Sequence[HealthCheck],
+    *,
+    verbose: bool,
+    exclude: Sequence[str] = (),
+    slis: HealthSlis | None = None,
 ) -> HealthReport:
-    """The answer of `/<endpoint>` over `checks`, in the healthz package's words."""
+    """The answer of `/<endpoint>` over `checks`, in the healthz package's words; each check run
+    is recorded in `slis` (an excluded one is not run, so not recorded)."""
     excluded = set(exclude)
     lines: list[str] = []
     failures: list[str] = []
@@ -80,6 +118,8 @@ def health_report(
             lines.append(f"[+]{health.name} excluded: ok\n")
             continue
         problem = run_check(health)
+        if slis is not None:
+            slis.observe(health.name, endpoint, problem is None)
         if problem is not None:
             lines.append(f"[-]{health.name} failed: reason withheld\n")
             failures.append(f"[-]{health.name} failed: {problem}")
@@ -168,6 +208,7 @@ class Endpoints:
             "readyz": tuple(readyz) or (PING,),
         }
         self._configz = configz
+        self.slis = HealthSlis()
         # the last failures logged per endpoint: probes ask every few seconds, the log says it once
         self._logged: dict[str, tuple[str, ...]] = {}
 
@@ -185,6 +226,7 @@ class Endpoints:
 
         app = web.Application(middlewares=[filters])
         app.router.add_get("/metrics", self._metrics)
+        app.router.add_get("/metrics/slis", self._slis)
         app.router.add_get("/configz", self._config)
         for endpoint, checks in self.checks.items():
             app.router.add_get(f"/{endpoint}", self._health_of(endpoint))
@@ -194,6 +236,9 @@ class Endpoints:
 
     async def _metrics(self, request: web.Request) -> web.Response:
         return web.Response(body=self.metrics.render(), headers={"Content-Type": self.metrics.content_type})
+
+    async def _slis(self, request: web.Request) -> web.Response:
+        return web.Response(body=self.slis.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def _config(self, request: web.Request) -> web.Response:
         if self._configz is None:
@@ -213,6 +258,7 @@ class Endpoints:
                 checks,
                 verbose="verbose" in request.query,
                 exclude=request.query.getall("exclude", []),
+                slis=self.slis,
             )
             if report.failures != self._logged.get(endpoint, ()):
                 self._logged[endpoint] = report.failures

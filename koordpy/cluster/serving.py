@@ -32,7 +32,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from koordpy import logs
+
 log = logging.getLogger(__name__)
+klog = logs.get(__name__)
 
 # kube-scheduler's PairName is kube-scheduler: the files in --cert-dir are named after the component
 PAIR_NAME = "koordpy"
@@ -230,12 +233,16 @@ class ServingCertificate:
                     raise CertificateError(
                         f"cannot write a self-signed certificate to {cert_dir}: {err}"
                     ) from err
-                log.info("generated a self-signed serving certificate (%s, %s)", crt, key)
+                # kube-scheduler's own line (MaybeDefaultWithSelfSignedCerts): files were written
+                klog.info("Generated self-signed cert", certFile=str(crt), keyFile=str(key))
             _load(context, str(crt), str(key))
             return ServingCertificate(context, origin=f"directory {cert_dir}")
         chain, key_pem = generate_self_signed(PUBLIC_ADDRESS, ips, dns)
         _load_pem(context, chain, key_pem)
-        log.info("generated a self-signed serving certificate in memory")
+        # nothing to find on disk, and the port is not bound yet: a start that fails on the port
+        # says only that at the default verbosity
+        if v2 := klog.v(2):
+            v2.info("Generated a self-signed serving certificate in memory")
         return ServingCertificate(context, origin="self-signed, in memory")
 
     def reload_if_changed(self) -> bool:

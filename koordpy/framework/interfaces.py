@@ -13,7 +13,8 @@ array of node rows and answer for all of them at once.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import enum
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar, cast, runtime_checkable
@@ -211,6 +212,20 @@ class VictimFilter(Named, Protocol):
 
 
 @runtime_checkable
+class QueueingHints(Named, Protocol):
+    """Tells, per cluster event, whether it could make a pod this plugin rejected schedulable
+    (kube-scheduler's QueueingHintFn per ClusterEventWithHint), so that the queue moves only the
+    pods an event can help.
+
+    `hint_shape` says which pods the hints cannot tell apart: two pods of one shape get the same
+    answer from every hint of the plugin for every event, so the queue asks once per shape."""
+
+    def queueing_hints(self) -> Sequence[ClusterEventWithHint]: ...
+
+    def hint_shape(self, pod: Pod) -> Hashable: ...
+
+
+@runtime_checkable
 class QueueShare(Named, Protocol):
     """How much of its share the pod's tenant uses now (0: none of it, 1: all of it, more when it
     borrows): of pods of equal priority the queue serves the lower share first."""
@@ -276,6 +291,7 @@ PLUGIN_PROTOCOLS: tuple[type, ...] = (
     ScoreExtensions,
     GroupPlugin,
     VictimFilter,
+    QueueingHints,
     QueueShare,
 )
 
@@ -329,6 +345,26 @@ class ClusterEvent:
         return (self.resource == other.resource or self.resource == "*") and (
             self.action == "All" or other.action == "All" or self.action == other.action
         )
+
+
+class QueueingHint(enum.Enum):
+    """A hint's answer: QUEUE (the event may make the pod schedulable: retry it after its
+    backoff) or QUEUE_SKIP (it cannot: the pod stays where it waits)."""
+
+    QUEUE_SKIP = 0
+    QUEUE = 1
+
+
+# (the pod waiting, the event's object before, after): None before for an add, after for a delete
+QueueingHintFn = Callable[[Pod, Any, Any], QueueingHint]
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterEventWithHint:
+    """A registered event and the hint that judges it per pod (None: every such event queues)."""
+
+    event: ClusterEvent
+    hint: QueueingHintFn | None = None
 
 
 NODE_ADD = ClusterEvent("Node", "Add")

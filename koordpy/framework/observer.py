@@ -8,6 +8,8 @@ from typing import Protocol, runtime_checkable
 
 
 class SchedulerObserver(Protocol):
+    # one pod's attempt, when it ended: "scheduled" once bound, "unschedulable" when rejected (up
+    # to Permit and its wait), "error" otherwise; `seconds` from the cycle's start to that end
     def attempt(self, result: str, profile: str, seconds: float) -> None: ...
     # PreFilter to the chosen node (or, when none fits, to the end of PostFilter)
     def algorithm(self, seconds: float) -> None: ...

@@ -17,8 +17,15 @@ The steps are kube-scheduler's:
    nomination; the pod is nominated to it.
 
 Determinism: kube-scheduler starts the dry run at a random node offset, and breaks the last tie by
-map order; koordpy starts at the first node row and keeps candidates in the order they were found
-(those violating no PDB first), so a run is reproducible.
+map order; koordpy starts where its last dry run stopped (so successive preemptions spread over
+the nodes, as kube's offset makes them) and orders the candidates by node row (those violating no
+PDB first), so a run is reproducible and a search over every node does not depend on where it
+started.
+
+Speed: nodes where the preemptor's request is above allocatable are never dry-run (only looked at
+to say why, when no node is a candidate), and where resources are all that moves with the victims
+the dry run is arithmetic over the node arrays (`preemption_arrays`); the other nodes take the
+trial, filter by filter.
 
 Koordinator's opt-outs: a pod labelled `scheduling.koordinator.sh/disable-preemptible: "true"` or
 `quota.scheduling.koordinator.sh/preemptible: "false"` is never a victim.
@@ -31,7 +38,7 @@ have any priority, so every node with a pod that may be evicted at all is dry-ru
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -47,6 +54,7 @@ from koordpy.framework.effects import Evict, Nominate
 from koordpy.framework.handle import Handle
 from koordpy.framework.interfaces import Plugin, PostFilterPlugin, PostFilterResult
 from koordpy.framework.status import Code, Status
+from koordpy.plugins import preemption_arrays as arrays
 from koordpy.plugins.disruptionbudgets import Budget, DisruptionBudgets, split_by_pdb
 
 if TYPE_CHECKING:
@@ -69,7 +77,8 @@ REASON_PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
 # kube-scheduler adds MaxInt32+1 to every victim priority before summing, so that a node with a
 # few negative-priority victims does not beat a node with fewer victims of the same priority
 _PRIORITY_OFFSET = 2**31
-_NO_PRIORITY = np.iinfo(np.int64).max
+# nodes dry-run per batch over the arrays, at the least
+_MIN_CHUNK = 32
 
 _NO_VICTIMS = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (MSG_NO_VICTIMS,))
 _NOT_HELPFUL = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (MSG_NOT_HELPFUL,))
@@ -110,14 +119,27 @@ def preemptible(pod: Pod) -> bool:
     return labels.get(LABEL_DISABLE_PREEMPTIBLE) != "true" and labels.get(LABEL_QUOTA_PREEMPTIBLE) != "false"
 
 
+# start times by pod view: every dry run sorts the same victims, and a pod view never changes
+# (a changed pod is a new view)
+_START_TIMES: dict[int, tuple[Pod, float]] = {}
+_START_TIMES_KEPT = 1 << 16
+
+
 def start_time(pod: Pod) -> float:
     """status.startTime; a pod that has none yet (the simulator starts none) counts from its creation."""
+    known = _START_TIMES.get(id(pod))
+    if known is not None and known[0] is pod:
+        return known[1]
+    ts = pod.creation_ts
     status = pod.raw.get("status")
     if isinstance(status, Mapping):
-        ts = parse_timestamp(status.get("startTime"))
-        if ts is not None:
-            return ts
-    return pod.creation_ts
+        started = parse_timestamp(status.get("startTime"))
+        if started is not None:
+            ts = started
+    if len(_START_TIMES) >= _START_TIMES_KEPT:
+        _START_TIMES.clear()
+    _START_TIMES[id(pod)] = (pod, ts)
+    return ts
 
 
 def importance_key(pod: Pod) -> tuple[int, float]:
@@ -180,8 +202,8 @@ class DefaultPreemption(Plugin, PostFilterPlugin):
         super().__init__(handle, args)
         self._args = args if isinstance(args, DefaultPreemptionArgs) else DefaultPreemptionArgs()
         self._budgets = DisruptionBudgets.shared(handle)
-        self._lowest = np.zeros(0, dtype=np.int64)
-        self._lowest_key: tuple[int, int] | None = None
+        # where the next search for candidates starts, among the nodes preemption might help
+        self._offset = 0
 
     # ------------------------------------------------------------------------------ PostFilter
     def post_filter(self, state: CycleState, pod: Pod, diagnosis: Diagnosis) -> PostFilterResult:
@@ -242,57 +264,103 @@ class DefaultPreemption(Plugin, PostFilterPlugin):
 
     def _dry_run(self, state: CycleState, pod: Pod, rows: np.ndarray) -> tuple[list[_Candidate], _Verdicts]:
         """Candidates (those violating no PDB first, each in node order) and why the other nodes
-        looked at are not."""
+        looked at are not. The search starts where the last one stopped (kube's candidate
+        offset), so successive preemptions spread over the nodes."""
         verdicts = _Verdicts()
         if rows.size == 0:
             return [], verdicts
         snap = self.handle.snapshot
-        # nodes without a single pod the preemptor may evict need no dry run (where a plugin's
-        # rules apply, a victim may have any priority)
-        bound = _NO_PRIORITY if self.handle.victim_rules_apply(pod) else pod.priority
-        has_victims = self._lowest_victim_priority()[rows] < bound
-        verdicts.add(_NO_VICTIMS, int(rows.size - np.count_nonzero(has_victims)))
         budgets = self._budgets.budgets(snap)
-        wanted = self._num_candidates(int(rows.size))
+        fit = arrays.fit_request(state)
+        # nodes where the request is above allocatable are never candidates: they are looked at
+        # only to say why, when no node is
+        hopeless = rows[:0]
+        if fit is not None:
+            within = arrays.fit_limits(snap, fit, rows)
+            if not within.all():
+                rows, hopeless = rows[within], rows[~within]
+        plan = arrays.array_plan(self.handle, state, pod)
+        wanted = self._num_candidates(int(rows.size + hopeless.size))
+        start = self._offset % rows.size if rows.size else 0
+        order = np.concatenate((rows[start:], rows[:start])) if start else rows
         clean: list[_Candidate] = []
         violating: list[_Candidate] = []
-        generation = snap.generation
-        try:
-            for row in rows[has_victims].tolist():
-                victims, violations, status = self._select_victims(state, pod, row, budgets)
+        examined = 0
+        done = False
+        chunk = max(wanted, _MIN_CHUNK)
+        for at in range(0, int(order.size), chunk):
+            part = order[at : at + chunk]
+            for row, outcome in self._outcomes(state, pod, part, plan, budgets):
+                examined += 1
+                victims, violations, status = outcome
                 if status is None and victims:
                     c = _Candidate(row, snap.node_name(row), victims, violations)
                     (violating if violations else clean).append(c)
                     if clean and len(clean) + len(violating) >= wanted:
+                        done = True
                         break
                     continue
-                if status is None:
-                    status = Status(
-                        Code.ERROR, (f'expected at least one victim pod on node "{snap.node_name(row)}"',)
-                    )
-                verdicts.add(status)
-        finally:
-            if self._lowest_key == (id(snap), generation):
-                # every node was put back as it was: what was known of them still holds
-                self._lowest_key = (id(snap), snap.generation)
-        return clean[:wanted] + violating[:wanted], verdicts
+                self._reject(verdicts, snap.node_name(row), status)
+            if done:
+                break
+        if not clean and not violating and hopeless.size:
+            for row, (_, _, status) in self._outcomes(state, pod, hopeless, plan, budgets):
+                self._reject(verdicts, snap.node_name(row), status)
+        if rows.size:
+            self._offset = (start + examined) % int(rows.size)
+        chosen = clean[:wanted] + violating[:wanted]
+        # of equal candidates the first by node order wins, wherever the search started
+        chosen.sort(key=lambda c: (c.pdb_violations > 0, c.row))
+        return chosen, verdicts
 
-    def _lowest_victim_priority(self) -> np.ndarray:
-        """Per row, the lowest priority among the pods that may be evicted at all (int64 max when
-        none). Failing pods come in bursts while nothing else changes, so it is kept per snapshot
-        generation."""
-        snap = self.handle.snapshot
-        key = (id(snap), snap.generation)
-        if self._lowest_key != key or self._lowest.size != snap.capacity:
-            lowest = np.full(snap.capacity, _NO_PRIORITY, dtype=np.int64)
-            infos = snap.infos
-            for row in snap.live_rows().tolist():
-                prios = [p.priority for p in infos[row].pods.values() if preemptible(p)]
-                if prios:
-                    lowest[row] = min(prios)
-            self._lowest = lowest
-            self._lowest_key = key
-        return self._lowest
+    @staticmethod
+    def _reject(verdicts: _Verdicts, node_name: str, status: Status | None) -> None:
+        if status is None:
+            status = Status(Code.ERROR, (f'expected at least one victim pod on node "{node_name}"',))
+        verdicts.add(status)
+
+    def _outcomes(
+        self,
+        state: CycleState,
+        pod: Pod,
+        rows: np.ndarray,
+        plan: arrays.ArrayPlan | None,
+        budgets: Sequence[Budget],
+    ) -> Iterator[tuple[int, tuple[list[Pod], int, Status | None]]]:
+        """Each row's dry run, in order: over the arrays where they can tell, else in a trial."""
+        batch: list[arrays.RowOutcome | None] = [None] * int(rows.size)
+        rules = self.handle.victim_rules_apply(pod)
+        if plan is not None:
+            batch = arrays.dry_run_rows(
+                self.handle,
+                plan,
+                state,
+                pod,
+                rows,
+                budgets,
+                lambda row: self._potential(pod, row, rules),
+                start_time,
+                _NO_VICTIMS,
+            )
+        for row, outcome in zip(rows.tolist(), batch, strict=True):
+            if outcome is None:
+                yield row, self._select_victims(state, pod, row, budgets, rules)
+            else:
+                yield row, (outcome.victims, outcome.violations, outcome.status)
+
+    def _potential(self, pod: Pod, row: int, rules: bool) -> list[Pod]:
+        """The pods on the node the preemptor may evict (`rules`: a plugin's victim rules apply
+        to the preemptor in place of the priority rule)."""
+        pods = self.handle.snapshot.pods_on(row)
+        if not rules:
+            # kube-scheduler's rule, without building a mask
+            priority = pod.priority
+            return [p for p in pods if p.priority < priority and preemptible(p)]
+        candidates = [p for p in pods if preemptible(p)]
+        if not candidates:
+            return candidates
+        allowed = self.handle.victim_mask(pod, candidates)
+        return [p for p, ok in zip(candidates, allowed.tolist(), strict=True) if ok]
 
     def _profile(self) -> Profile:
         profile = self.handle.profile
@@ -316,16 +384,14 @@ class DefaultPreemption(Plugin, PostFilterPlugin):
         return profile.filter_one(state, pod, row)
 
     def _select_victims(
-        self, state: CycleState, pod: Pod, row: int, budgets: Sequence[Budget]
+        self, state: CycleState, pod: Pod, row: int, budgets: Sequence[Budget], rules: bool
     ) -> tuple[list[Pod], int, Status | None]:
         """The fewest lower-priority pods to evict from one node so the pod fits there, and how
         many of them break a PDB; or the status saying why the node cannot be a candidate.
         The node is left exactly as it was."""
         snap = self.handle.snapshot
         profile = self._profile()
-        candidates = [p for p in snap.pods_on(row) if preemptible(p)]
-        allowed = self.handle.victim_mask(pod, candidates)
-        potential = [p for p, ok in zip(candidates, allowed.tolist(), strict=True) if ok]
+        potential = self._potential(pod, row, rules)
         if not potential:
             return [], 0, _NO_VICTIMS
         trial_state = state.clone()

@@ -16,9 +16,9 @@ Filter, in kube-scheduler's order:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 from pydantic import Field, field_validator
@@ -36,6 +36,7 @@ from koordpy.framework.interfaces import (
     NODE_UPDATE,
     POD_ALL,
     ClusterEvent,
+    ClusterEventWithHint,
     FilterPlugin,
     FilterResult,
     Plugin,
@@ -43,6 +44,8 @@ from koordpy.framework.interfaces import (
     PreFilterPlugin,
     PreFilterResult,
     PreScorePlugin,
+    QueueingHint,
+    QueueingHints,
     ScoreExtensions,
     ScorePlugin,
 )
@@ -254,8 +257,22 @@ def _grouped(items: Iterable[tuple[str, _T]]) -> dict[str, list[_T]]:
     return out
 
 
+def _departs(old: Pod, new: Pod) -> bool:
+    """A placed pod that finished or began terminating: it leaves what the filter counts."""
+    return (new.is_terminal and not old.is_terminal) or (
+        new.deletion_ts is not None and old.deletion_ts is None
+    )
+
+
 class InterPodAffinity(
-    Plugin, PreFilterPlugin, PreFilterExtensions, FilterPlugin, PreScorePlugin, ScorePlugin, ScoreExtensions
+    Plugin,
+    PreFilterPlugin,
+    PreFilterExtensions,
+    FilterPlugin,
+    PreScorePlugin,
+    ScorePlugin,
+    ScoreExtensions,
+    QueueingHints,
 ):
     NAME = NAME
     Args = InterPodAffinityArgs
@@ -274,6 +291,87 @@ class InterPodAffinity(
 
     def events_to_register(self) -> Sequence[ClusterEvent]:
         return (POD_ALL, NODE_ADD, NODE_UPDATE)
+
+    # ------------------------------------------------------------------ queueing hints
+    def queueing_hints(self) -> Sequence[ClusterEventWithHint]:
+        return (
+            ClusterEventWithHint(POD_ALL, self.after_pod_change),
+            ClusterEventWithHint(NODE_ADD, self.after_node_change),
+            ClusterEventWithHint(NODE_UPDATE, self.after_node_change),
+        )
+
+    def hint_shape(self, pod: Pod) -> Hashable:
+        # the terms are resolved against the pod's namespace already
+        return pod.required_affinity, pod.required_anti_affinity
+
+    def _any_term_matches(self, terms: Sequence[AffinityTerm], other: Pod) -> bool:
+        if not terms:
+            return False
+        ns_labels = self.handle.snapshot.namespace_labels(other.namespace)
+        return any(t.matches(other.namespace, other.labels, ns_labels) for t in terms)
+
+    def after_pod_change(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        """kube-scheduler's isSchedulableAfterPodChange, widened where an existing pod's own
+        terms can be what rejected the pod: a placed pod that the pod's affinity selects arrives
+        (or is relabelled into a term), or one that its anti-affinity selects, or that carries
+        anti-affinity of its own, leaves (or is relabelled out of a term)."""
+        if old is not None and new is not None:
+            # a binding is an arrival; finishing or terminating, a departure
+            if not old.node_name:
+                old = None
+            elif _departs(old, new):
+                new = None
+        for other in (old, new):
+            if other is not None and not other.node_name:
+                return QueueingHint.QUEUE_SKIP
+        terms, anti = pod.required_affinity, pod.required_anti_affinity
+        if old is not None and new is not None:
+            if old.labels == new.labels:
+                return QueueingHint.QUEUE_SKIP
+            if any(
+                t.matches(new.namespace, new.labels, ns) and not t.matches(old.namespace, old.labels, ns)
+                for ns in (self.handle.snapshot.namespace_labels(new.namespace),)
+                for t in terms
+            ):
+                return QueueingHint.QUEUE
+            if self._any_term_matches(anti, old) or old.required_anti_affinity:
+                return QueueingHint.QUEUE
+            return QueueingHint.QUEUE_SKIP
+        if new is not None:
+            return QueueingHint.QUEUE if self._any_term_matches(terms, new) else QueueingHint.QUEUE_SKIP
+        if old is None:
+            return QueueingHint.QUEUE
+        # (a departing match of the pod's own affinity can leave it the first of its kind)
+        if old.required_anti_affinity or self._any_term_matches(anti, old):
+            return QueueingHint.QUEUE
+        if self._any_term_matches(terms, old):
+            return QueueingHint.QUEUE
+        return QueueingHint.QUEUE_SKIP
+
+    def after_node_change(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        """kube-scheduler's isSchedulableAfterNodeChange: a node gains (or changes) a topology
+        key of the pod's affinity, or any node is added or loses/changes a key of its
+        anti-affinity. A pod with no terms of its own was rejected by existing pods'
+        anti-affinity, whose domains any relabelling can move."""
+        if new is None:
+            return QueueingHint.QUEUE_SKIP
+        terms, anti = pod.required_affinity, pod.required_anti_affinity
+        if not terms and not anti:
+            return QueueingHint.QUEUE if old is None or old.labels != new.labels else QueueingHint.QUEUE_SKIP
+        for t in terms:
+            if old is None:
+                if t.topology_key in new.labels:
+                    return QueueingHint.QUEUE
+            elif (value := new.labels.get(t.topology_key)) is not None and old.labels.get(
+                t.topology_key
+            ) != value:
+                return QueueingHint.QUEUE
+        for t in anti:
+            if old is None:
+                return QueueingHint.QUEUE
+            if t.topology_key in old.labels and old.labels[t.topology_key] != new.labels.get(t.topology_key):
+                return QueueingHint.QUEUE
+        return QueueingHint.QUEUE_SKIP
 
     # ------------------------------------------------------------------ existing pods' terms
     def _existing_terms(self, pod: Pod) -> _ExistingTerms:

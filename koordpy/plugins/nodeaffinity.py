@@ -34,12 +34,15 @@ from koordpy.framework.interfaces import (
     NODE_ADD,
     NODE_UPDATE,
     ClusterEvent,
+    ClusterEventWithHint,
     FilterPlugin,
     FilterResult,
     Plugin,
     PreFilterPlugin,
     PreFilterResult,
     PreScorePlugin,
+    QueueingHint,
+    QueueingHints,
     ScoreExtensions,
     ScorePlugin,
 )
@@ -219,7 +222,9 @@ def default_normalize(scores: np.ndarray) -> np.ndarray:
     return scores * MAX_NODE_SCORE // top
 
 
-class NodeAffinity(Plugin, PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, ScoreExtensions):
+class NodeAffinity(
+    Plugin, PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, ScoreExtensions, QueueingHints
+):
     NAME = NAME
     Args = NodeAffinityArgs
 
@@ -234,6 +239,35 @@ class NodeAffinity(Plugin, PreFilterPlugin, FilterPlugin, PreScorePlugin, ScoreP
     def events_to_register(self) -> Sequence[ClusterEvent]:
         # a new node, or a label change on one, can make the selector match
         return (NODE_ADD, NODE_UPDATE)
+
+    # ----------------------------------------------------------------------------- queueing hints
+    def queueing_hints(self) -> Sequence[ClusterEventWithHint]:
+        return (
+            ClusterEventWithHint(NODE_ADD, self.after_node_change),
+            ClusterEventWithHint(NODE_UPDATE, self.after_node_change),
+        )
+
+    def hint_shape(self, pod: Pod) -> Hashable:
+        return tuple(sorted(pod.node_selector.items())), pod.required_node_affinity
+
+    def _matches(self, pod: Pod, node: Any) -> bool:
+        labels = node.labels
+        if self._added_required is not None and not self._added_required.matches(labels, node.name):
+            return False
+        for key, value in pod.node_selector.items():
+            if labels.get(key) != value:
+                return False
+        required = pod.required_node_affinity
+        return required is None or required.matches(labels, node.name)
+
+    def after_node_change(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        """kube-scheduler's isSchedulableAfterNodeChange: a node that now matches the pod (and
+        the enforced affinity), and did not before."""
+        if new is None or not self._matches(pod, new):
+            return QueueingHint.QUEUE_SKIP
+        if old is not None and self._matches(pod, old):
+            return QueueingHint.QUEUE_SKIP
+        return QueueingHint.QUEUE
 
     # ----------------------------------------------------------------------------- filter
     def _verdict(self, pod: Pod) -> _Verdict:

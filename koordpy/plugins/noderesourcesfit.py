@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, Final, Literal
 
 import numpy as np
@@ -38,12 +38,15 @@ from koordpy.framework.interfaces import (
     POD_DELETE,
     POD_UPDATE,
     ClusterEvent,
+    ClusterEventWithHint,
     FilterPlugin,
     FilterResult,
     Plugin,
     PreFilterPlugin,
     PreFilterResult,
     PreScorePlugin,
+    QueueingHint,
+    QueueingHints,
     ScorePlugin,
 )
 from koordpy.framework.status import Status, unschedulable
@@ -227,6 +230,9 @@ class AllocatableColumns:
         if column is None:
             hw = snapshot.high_water
             column = AllocColumn(np.ascontiguousarray(snapshot.allocatable[:hw, col]), snapshot.live[:hw])
+            if len(self._columns) >= _CACHE_LIMIT:
+                # thousands of resource names would keep thousands of node-long columns
+                self._columns.clear()
             self._columns[col] = column
         return column
 
@@ -412,7 +418,7 @@ class _ScorePlan:
         self.requests = requests
 
 
-class NodeResourcesFit(Plugin, PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin):
+class NodeResourcesFit(Plugin, PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, QueueingHints):
     NAME = NAME
     Args = NodeResourcesFitArgs
 
@@ -438,6 +444,66 @@ class NodeResourcesFit(Plugin, PreFilterPlugin, FilterPlugin, PreScorePlugin, Sc
     def events_to_register(self) -> Sequence[ClusterEvent]:
         # a pod removed or shrunk frees room; a node added or given more allocatable
         return (POD_DELETE, POD_UPDATE, NODE_ADD, NODE_UPDATE)
+
+    # ---------------------------------------------------------------------------- queueing hints
+    def queueing_hints(self) -> Sequence[ClusterEventWithHint]:
+        return (
+            ClusterEventWithHint(POD_DELETE, self.after_pod_change),
+            ClusterEventWithHint(POD_UPDATE, self.after_pod_change),
+            ClusterEventWithHint(NODE_ADD, self.after_node_change),
+            ClusterEventWithHint(NODE_UPDATE, self.after_node_change),
+        )
+
+    def hint_shape(self, pod: Pod) -> Hashable:
+        # the hints read only what the pod requests
+        return tuple(sorted(pod.requests.items()))
+
+    def _checked(self, pod: Pod) -> list[tuple[str, int]]:
+        """The requests Filter compares (as build_fit_request picks them), the pod slot aside."""
+        ignored, groups = self._ignored, self._ignored_groups
+        return [
+            (name, value)
+            for name, value in pod.requests.items()
+            if value > 0
+            and name != PODS
+            and not (is_extended_resource(name) and (name in ignored or name.split("/", 1)[0] in groups))
+        ]
+
+    def after_pod_change(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        """kube-scheduler's isSchedulableAfterPodEvent: room is freed by a pod that held it
+        leaving (deleted, or finished: the cache lets a terminal pod's requests go as a delete),
+        or by a placed pod shrinking a resource this pod asks for. A binding takes room."""
+        if new is None:
+            if not old.node_name and not old.nominated_node_name:
+                return QueueingHint.QUEUE_SKIP  # it never held room, nor had room held for it
+            return QueueingHint.QUEUE
+        if old is None or not old.node_name or not new.node_name:
+            return QueueingHint.QUEUE_SKIP  # bound just now (or not placed): takes room, frees none
+        if new.is_terminal and not old.is_terminal:
+            return QueueingHint.QUEUE
+        for name, _ in self._checked(pod):
+            if new.requests.get(name, 0) < old.requests.get(name, 0):
+                return QueueingHint.QUEUE
+        return QueueingHint.QUEUE_SKIP
+
+    def after_node_change(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        """kube-scheduler's isSchedulableAfterNodeChange: only a node that could hold the pod
+        were it empty helps, and an updated one only when a resource the pod asks for (or its pod
+        count) grew."""
+        if new is None:
+            return QueueingHint.QUEUE_SKIP
+        alloc = new.allocatable
+        checked = self._checked(pod)
+        if alloc.get(PODS, 0) < 1 or any(alloc.get(name, 0) < value for name, value in checked):
+            return QueueingHint.QUEUE_SKIP
+        if old is None:
+            return QueueingHint.QUEUE
+        before = old.allocatable
+        if alloc.get(PODS, 0) > before.get(PODS, 0):
+            return QueueingHint.QUEUE
+        if any(alloc.get(name, 0) > before.get(name, 0) for name, _ in checked):
+            return QueueingHint.QUEUE
+        return QueueingHint.QUEUE_SKIP
 
     # ---------------------------------------------------------------------------- filter
     def _fit_request(self, pod: Pod) -> FitRequest:

@@ -3,7 +3,7 @@ tolerates the `node.kubernetes.io/unschedulable:NoSchedule` taint."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 import numpy as np
@@ -18,9 +18,12 @@ from koordpy.framework.interfaces import (
     NODE_ADD,
     NODE_UPDATE,
     ClusterEvent,
+    ClusterEventWithHint,
     FilterPlugin,
     FilterResult,
     Plugin,
+    QueueingHint,
+    QueueingHints,
 )
 from koordpy.framework.status import unresolvable
 
@@ -32,7 +35,7 @@ UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", NO_SCHEDULE)
 _STATUS = unresolvable(ERR_REASON)
 
 
-class NodeUnschedulable(Plugin, FilterPlugin):
+class NodeUnschedulable(Plugin, FilterPlugin, QueueingHints):
     NAME = NAME
 
     def __init__(self, handle: Handle, args: PluginArgs | None = None) -> None:
@@ -44,6 +47,22 @@ class NodeUnschedulable(Plugin, FilterPlugin):
     def events_to_register(self) -> Sequence[ClusterEvent]:
         # a node added, or uncordoned
         return (NODE_ADD, NODE_UPDATE)
+
+    def queueing_hints(self) -> Sequence[ClusterEventWithHint]:
+        return (
+            ClusterEventWithHint(NODE_ADD, self.after_node_change),
+            ClusterEventWithHint(NODE_UPDATE, self.after_node_change),
+        )
+
+    def hint_shape(self, pod: Pod) -> Hashable:
+        return ()  # a pod this plugin rejected does not tolerate cordons: the hint reads no pod
+
+    def after_node_change(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        """kube-scheduler's isSchedulableAfterNodeChange: a node added schedulable, or
+        uncordoned."""
+        if new is None or new.unschedulable:
+            return QueueingHint.QUEUE_SKIP
+        return QueueingHint.QUEUE if old is None or old.unschedulable else QueueingHint.QUEUE_SKIP
 
     def _cordoned_rows(self, snapshot: Any) -> np.ndarray:
         key = (id(snapshot), snapshot.node_generation)

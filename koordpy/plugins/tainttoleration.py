@@ -8,7 +8,7 @@ distinct list rather than once per node.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 import numpy as np
@@ -32,9 +32,12 @@ from koordpy.framework.interfaces import (
     NODE_UPDATE,
     POD_UPDATE,
     ClusterEvent,
+    ClusterEventWithHint,
     FilterPlugin,
     FilterResult,
     Plugin,
+    QueueingHint,
+    QueueingHints,
     ScoreExtensions,
     ScorePlugin,
 )
@@ -157,7 +160,7 @@ def reverse_normalize(scores: np.ndarray) -> np.ndarray:
     return table.take(scores)
 
 
-class TaintToleration(Plugin, FilterPlugin, ScorePlugin, ScoreExtensions):
+class TaintToleration(Plugin, FilterPlugin, ScorePlugin, ScoreExtensions, QueueingHints):
     NAME = NAME
 
     def __init__(self, handle: Handle, args: PluginArgs | None = None) -> None:
@@ -172,6 +175,32 @@ class TaintToleration(Plugin, FilterPlugin, ScorePlugin, ScoreExtensions):
     def events_to_register(self) -> Sequence[ClusterEvent]:
         # a node added or its taints changed; a pod given more tolerations
         return (NODE_ADD, NODE_UPDATE, POD_UPDATE)
+
+    def queueing_hints(self) -> Sequence[ClusterEventWithHint]:
+        return (
+            ClusterEventWithHint(NODE_ADD, self.after_node_change),
+            ClusterEventWithHint(NODE_UPDATE, self.after_node_change),
+            ClusterEventWithHint(POD_UPDATE, self.after_pod_change),
+        )
+
+    def hint_shape(self, pod: Pod) -> Hashable:
+        # after_pod_change reads the pod's identity, but a pod's own update never reaches the
+        # pool's events (the queue requeues an updated pod itself)
+        return pod.tolerations
+
+    def after_node_change(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        """kube-scheduler's isSchedulableAfterNodeChange: a node whose NoSchedule/NoExecute
+        taints the pod now tolerates, and did not before."""
+        if new is None or find_untolerated_taint(new.taints, pod.tolerations, _FILTER_EFFECTS) is not None:
+            return QueueingHint.QUEUE_SKIP
+        if old is not None and find_untolerated_taint(old.taints, pod.tolerations, _FILTER_EFFECTS) is None:
+            return QueueingHint.QUEUE_SKIP
+        return QueueingHint.QUEUE
+
+    def after_pod_change(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        """kube-scheduler's isSchedulableAfterPodTolerationChange: only the pod's own new
+        tolerations can help it; another pod's update cannot."""
+        return QueueingHint.QUEUE if new is not None and new.key == pod.key else QueueingHint.QUEUE_SKIP
 
     def _verdict(self, pod: Pod) -> _Verdict:
         snapshot = self.handle.snapshot

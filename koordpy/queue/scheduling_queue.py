@@ -9,20 +9,26 @@
   which gate, e.g. a gang's gate opens when its own members arrive), or, for a plugin that names
   none, on the cluster events that plugin registered. Nothing looks at every gated pod per event.
 - Heaps use lazy deletion: an entry is live only while its sequence number matches the pod's.
+- The pool is indexed by the plugins that rejected each pod and by the pod's shape for their
+  queueing hints: an event asks each hint once per group of pods it cannot tell apart, not once
+  per pod, and a group whose plugins did not register the event is passed over whole.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Callable, Iterable
+import logging
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from koordpy.api.pod import Pod
-from koordpy.framework.interfaces import ClusterEvent
+from koordpy.framework.interfaces import ClusterEvent, ClusterEventWithHint, QueueingHint
 from koordpy.framework.queued import QueuedPodInfo
 from koordpy.framework.status import Status
+
+log = logging.getLogger(__name__)
 
 ACTIVE = "active"
 BACKOFF = "backoff"
@@ -44,6 +50,11 @@ SortKey = Callable[[QueuedPodInfo], tuple[Any, ...]]
 PreEnqueue = Callable[[Pod], Status | None]
 # told when a pod is gated (with the PreEnqueue status) or released from the gate (None)
 GateObserver = Callable[[QueuedPodInfo, Status | None], None]
+# what a plugin's hints read of a pod (see QueueingHints.hint_shape)
+HintShape = Callable[[Pod], Hashable]
+# pods of the pool that every event treats alike: (the plugins that rejected them, their shape for
+# each of those plugins' hints, in the order of the sorted plugin names)
+PoolGroup = tuple[frozenset[str], tuple[Hashable, ...]]
 
 
 class _Placement(dict[str, str]):
@@ -56,6 +67,16 @@ class _Placement(dict[str, str]):
         # gated pods by the plugin that gates them, and the reverse
         self.gated_by: dict[str, dict[str, None]] = {}
         self._gate_of: dict[str, str] = {}
+        # pods of the unschedulable pool by group, each with its place in the order the pool
+        # was entered (moves keep that order)
+        self.pool_groups: dict[PoolGroup, dict[str, int]] = {}
+        self._group_of: dict[str, PoolGroup] = {}
+        self._pool_seq = itertools.count()
+
+    def park(self, key: str, group: PoolGroup) -> None:
+        self[key] = UNSCHEDULABLE
+        self._group_of[key] = group
+        self.pool_groups.setdefault(group, {})[key] = next(self._pool_seq)
 
     def gate(self, key: str, plugin: str) -> None:
         self[key] = GATED
@@ -64,7 +85,14 @@ class _Placement(dict[str, str]):
 
     def _leave(self, key: str, old: str) -> None:
         del self.keys_in[old][key]
-        if old == GATED:
+        if old == UNSCHEDULABLE:
+            group = self._group_of.pop(key, None)
+            if group is not None:
+                members = self.pool_groups[group]
+                del members[key]
+                if not members:
+                    del self.pool_groups[group]
+        elif old == GATED:
             plugin = self._gate_of.pop(key, None)
             if plugin is not None:
                 keys = self.gated_by[plugin]
@@ -93,6 +121,10 @@ class _Placement(dict[str, str]):
         return list(self.keys_in[where])
 
 
+def _with_hint(registered: ClusterEvent | ClusterEventWithHint) -> ClusterEventWithHint:
+    return registered if isinstance(registered, ClusterEventWithHint) else ClusterEventWithHint(registered)
+
+
 @dataclass(slots=True)
 class QueueSettings:
     initial_backoff: float = 1.0
@@ -105,18 +137,28 @@ class SchedulingQueue:
         self,
         sort_key: SortKey,
         pre_enqueue: PreEnqueue,
-        events_of_plugin: dict[str, tuple[ClusterEvent, ...]],
+        events_of_plugin: Mapping[str, Sequence[ClusterEvent | ClusterEventWithHint]],
         settings: QueueSettings,
         now: Callable[[], float],
         on_gate: GateObserver | None = None,
         targeted_gates: frozenset[str] = frozenset(),
+        shape_of_plugin: Mapping[str, HintShape] | None = None,
     ) -> None:
         self._on_gate = on_gate
         # PreEnqueue plugins that name the gated pods an event may open (see recheck)
         self._targeted_gates = targeted_gates
         self._sort_key = sort_key
         self._pre_enqueue = pre_enqueue
-        self._events_of_plugin = events_of_plugin
+        # a plain ClusterEvent registered is one whose every occurrence queues
+        self._hints_of_plugin: dict[str, tuple[ClusterEventWithHint, ...]] = {
+            name: tuple(_with_hint(r) for r in registered) for name, registered in events_of_plugin.items()
+        }
+        self._events_of_plugin = {
+            name: tuple(r.event for r in h) for name, h in self._hints_of_plugin.items()
+        }
+        self._shape_of_plugin = dict(shape_of_plugin or {})
+        # (rejecting plugins, event) -> the hints of those plugins registered for it
+        self._interested: dict[tuple[frozenset[str], ClusterEvent], tuple[ClusterEventWithHint, ...]] = {}
         self.settings = settings
         self._now = now
         self._seq = itertools.count()
@@ -297,7 +339,7 @@ class SchedulingQueue:
             self._push_backoff(info, ATTEMPT_FAILURE_EVENT)
             return
         self._count(UNSCHEDULABLE, ATTEMPT_FAILURE_EVENT)
-        self.where[key] = UNSCHEDULABLE
+        self.where.park(key, self._group(info))
         # re-inserted, so that the pool stays in the order pods entered it (see flush)
         self._unschedulable_since.pop(key, None)
         self._unschedulable_since[key] = now
@@ -318,26 +360,69 @@ class SchedulingQueue:
         else:
             self._enqueue(info, event)
 
-    def _helps(self, info: QueuedPodInfo, event: ClusterEvent) -> bool:
-        if not info.unschedulable_plugins:
+    def _group(self, info: QueuedPodInfo) -> PoolGroup:
+        """The pool group of a rejected pod: pods of one group get one answer from every hint of
+        the plugins that rejected them (a plugin without shapes makes each pod its own group)."""
+        plugins = frozenset(info.unschedulable_plugins)
+        shapes: list[Hashable] = []
+        for name in sorted(plugins):
+            shape = self._shape_of_plugin.get(name)
+            shapes.append(shape(info.pod) if shape is not None else info.key)
+        return plugins, tuple(shapes)
+
+    def _hints_for(self, plugins: frozenset[str], event: ClusterEvent) -> tuple[ClusterEventWithHint, ...]:
+        """The hints of these plugins registered for the event (kube-scheduler's
+        isEventOfInterest, per group of the pool)."""
+        cache_key = (plugins, event)
+        found = self._interested.get(cache_key)
+        if found is None:
+            found = tuple(
+                registered
+                for name in sorted(plugins)
+                for registered in self._hints_of_plugin.get(name, ())
+                if registered.event.covers(event)
+            )
+            self._interested[cache_key] = found
+        return found
+
+    def _helps(self, group: PoolGroup, pod: Pod, event: ClusterEvent, old: object, new: object) -> bool:
+        """kube-scheduler's isPodWorthRequeuing: a pod no plugin rejected always moves; otherwise
+        it moves when a hint of a plugin that rejected it says QUEUE (a registration without a hint,
+        or an event that carries no object to judge, counts as QUEUE)."""
+        plugins = group[0]
+        if not plugins:
             return True
-        for name in info.unschedulable_plugins:
-            for registered in self._events_of_plugin.get(name, ()):
-                if registered.covers(event):
+        for registered in self._hints_for(plugins, event):
+            hint = registered.hint
+            if hint is None or (old is None and new is None):
+                return True
+            try:
+                if hint(pod, old, new) is QueueingHint.QUEUE:
                     return True
+            except Exception:
+                # as kube-scheduler does with a hint's error: queue, never strand the pod
+                log.exception("queueing hint for %s on %s%s failed", pod.key, event.resource, event.action)
+                return True
         return False
 
-    def on_event(self, event: ClusterEvent) -> int:
+    def on_event(self, event: ClusterEvent, old: object = None, new: object = None) -> int:
         """Move unschedulable pods that `event` could help, and re-check the gated pods of plugins
-        that registered it and do not name their pods themselves."""
+        that registered it and do not name their pods themselves. `old` and `new` are the event's
+        object before and after (a Node, a Pod), for the plugins' queueing hints."""
         self._move_cycle = self._cycle
         moved = 0
         label = event.resource + event.action
-        for key in self.where.keys_at(UNSCHEDULABLE):
-            info = self.infos[key]
-            if self._helps(info, event):
-                self._requeue_after_event(info, label)
-                moved += 1
+        helped: list[tuple[int, str]] = []
+        for group, members in self.where.pool_groups.items():
+            if group[0] and not self._hints_for(group[0], event):
+                continue
+            if self._helps(group, self.infos[next(iter(members))].pod, event, old, new):
+                helped.extend((seq, key) for key, seq in members.items())
+        # in the order the pool was entered, as a pass over the whole pool would move them
+        helped.sort()
+        for _, key in helped:
+            self._requeue_after_event(self.infos[key], label)
+            moved += 1
         for plugin in list(self.where.gated_by):
             if plugin in self._targeted_gates:
                 continue

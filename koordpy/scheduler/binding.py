@@ -3,6 +3,8 @@ Bind decision handed to the world, and what its result changes."""
 
 from __future__ import annotations
 
+import time
+
 from koordpy import logs
 from koordpy.api import names
 from koordpy.api.pod import Pod
@@ -13,7 +15,7 @@ from koordpy.framework.queued import QueuedPodInfo
 from koordpy.framework.status import Code, Status
 from koordpy.framework.waiting import WaitingPod
 from koordpy.queue import SchedulingQueue
-from koordpy.scheduler.core import Binding, SchedulerCore
+from koordpy.scheduler.core import Binding, Held, SchedulerCore
 
 log = logs.get(__name__)
 # (evaluatedNodes, feasibleNodes) of the search that chose the node, for the line logged on binding
@@ -22,9 +24,17 @@ SEARCH_COUNTS = "koordpy/search-counts"
 
 class BindingStage(SchedulerCore):
     def _assume_and_permit(
-        self, profile: Profile, queue: SchedulingQueue, info: QueuedPodInfo, state: CycleState, node_name: str
+        self,
+        profile: Profile,
+        queue: SchedulingQueue,
+        info: QueuedPodInfo,
+        state: CycleState,
+        node_name: str,
+        start: float,
     ) -> str | None:
-        """Assume, Reserve, Permit; None when the pod holds its node (binding or waiting)."""
+        """Assume, Reserve, Permit; None when the pod holds its node (binding or waiting). `start`
+        is the cycle's beginning on time.perf_counter(): an attempt that ends here is counted now,
+        one that goes on is counted when its wait or binding ends."""
         pod = info.pod
         self.cache.assume_pod(pod, node_name)
         self.nominator.remove(pod)
@@ -32,13 +42,18 @@ class BindingStage(SchedulerCore):
         if st is not None:
             self.cache.forget_pod(pod)
             self._requeue_with(profile, queue, info, st)
+            self._attempt_ended(profile, st, time.perf_counter() - start)
             return st.message
         st, waits = profile.run_permit(state, pod, node_name)
         if st is not None:
             profile.run_unreserve(state, pod, node_name)
             self.cache.forget_pod(pod)
             self._requeue_with(profile, queue, info, st)
+            self._attempt_ended(profile, st, time.perf_counter() - start)
             return st.message
+        # the cycle's start on the scheduler's clock: its computing counted back from now (a
+        # virtual clock stands still while the cycle computes), the wait and the binding after it
+        started = self.clock.now() - (time.perf_counter() - start)
         if waits:
             timeout = max(waits.values())
             self.waiting.add(
@@ -52,10 +67,10 @@ class BindingStage(SchedulerCore):
                     timeout=timeout,
                 )
             )
-            self._waiting_info[pod.key] = (info, profile)
+            self._waiting_info[pod.key] = Held(info, profile, started)
             self._resolve_waiting()
             return None
-        return self._start_binding(profile, info, state, node_name)
+        return self._start_binding(profile, info, state, node_name, started)
 
     def _resolve_waiting(self) -> None:
         """Act on waiting pods that were allowed, rejected, or ran out of time."""
@@ -74,9 +89,13 @@ class BindingStage(SchedulerCore):
                 self.waiting.pop(wp.pod.key)
                 # a waiting pod keeps its deadline and timeout, not when its wait began
                 self.observer.permit_waited("Unschedulable", now - wp.deadline + wp.timeout)
-                info, profile = self._waiting_info.pop(wp.pod.key)
+                held = self._waiting_info.pop(wp.pod.key)
+                info, profile = held.info, held.profile
                 profile.run_unreserve(wp.state, wp.pod, wp.node_name)
                 self.cache.forget_pod(wp.pod)
+                # whoever rejected it (a gang rolled back, a timeout, a deletion), kube's
+                # waitingPod.Reject makes an Unschedulable status: an unschedulable attempt
+                self._attempt_ended(profile, Status(Code.UNSCHEDULABLE), now - held.started)
                 if wp.pod.key in self.pods:
                     message = wp.rejected
                     group = profile.group
@@ -93,13 +112,13 @@ class BindingStage(SchedulerCore):
             elif wp.allowed:
                 self.waiting.pop(wp.pod.key)
                 self.observer.permit_waited("Success", now - wp.deadline + wp.timeout)
-                info, profile = self._waiting_info.pop(wp.pod.key)
-                self._start_binding(profile, info, wp.state, wp.node_name)
+                held = self._waiting_info.pop(wp.pod.key)
+                self._start_binding(held.profile, held.info, wp.state, wp.node_name, held.started)
         for profile, pod, message in restamp:
             self._stamp_group(profile, pod, message)
 
     def _start_binding(
-        self, profile: Profile, info: QueuedPodInfo, state: CycleState, node_name: str
+        self, profile: Profile, info: QueuedPodInfo, state: CycleState, node_name: str, started: float
     ) -> str | None:
         pod = info.pod
         st = profile.run_pre_bind(state, pod, node_name)
@@ -107,8 +126,9 @@ class BindingStage(SchedulerCore):
             profile.run_unreserve(state, pod, node_name)
             self.cache.forget_pod(pod)
             self._requeue_with(profile, self.queues[profile.name], info, st)
+            self._attempt_ended(profile, st, self.clock.now() - started)
             return st.message
-        self.bindings[pod.key] = Binding(info, profile, state, node_name)
+        self.bindings[pod.key] = Binding(info, profile, state, node_name, started)
         self.outbox.append(Bind(pod, node_name, profile.name, tuple(state.binding_annotations)))
         return None
 
@@ -119,7 +139,9 @@ class BindingStage(SchedulerCore):
             return
         pod, profile, node = binding.info.pod, binding.profile, binding.node_name
         queue = self.queues[profile.name]
+        seconds = self.clock.now() - binding.started
         if error is None:
+            self._attempt_ended(profile, None, seconds)
             if v2 := log.v(2):
                 evaluated, feasible = binding.state.read(SEARCH_COUNTS) or (0, 0)
                 v2.info(
@@ -143,6 +165,8 @@ class BindingStage(SchedulerCore):
                 profile.name, binding.info.attempts, self.clock.now() - binding.info.initial_attempt_timestamp
             )
             return
+        # kube's handleBindingCycleError: a binding that failed is an error, whatever follows
+        self._attempt_ended(profile, Status(Code.ERROR), seconds)
         profile.run_unreserve(binding.state, pod, node)
         self.cache.forget_pod(pod)
         current = self.pods.get(key)

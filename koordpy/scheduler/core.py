@@ -45,6 +45,19 @@ class Binding:
     profile: Profile
     state: CycleState
     node_name: str
+    # when the scheduling cycle that chose the node began, on the scheduler's clock: the attempt
+    # ends (and is counted) when the binding does, as kube-scheduler's bindingCycle counts it
+    started: float = 0.0
+
+
+@dataclass(slots=True)
+class Held:
+    """A pod waiting at Permit: its queue entry, its profile, and when its attempt began (on the
+    scheduler's clock)."""
+
+    info: QueuedPodInfo
+    profile: Profile
+    started: float
 
 
 @dataclass(slots=True)
@@ -89,17 +102,18 @@ class SchedulerCore:
             self.queues[profile.name] = SchedulingQueue(
                 profile.queue_sort.sort_key,
                 profile.run_pre_enqueue,
-                profile.events,
+                profile.hints,
                 settings,
                 clock.now,
                 on_gate=self._gate_observer(profile.name),
                 targeted_gates=frozenset(p.NAME for p in profile.gate_wakers),
+                shape_of_plugin=profile.hint_shapes,
             )
         self._profile_order = list(self.profiles)
         # every pod the scheduler knows of, by key (set before queues can call back)
         self.pods: dict[str, Pod] = {}
         self.outcomes: dict[str, PodOutcome] = {}
-        self._waiting_info: dict[str, tuple[QueuedPodInfo, Profile]] = {}
+        self._waiting_info: dict[str, Held] = {}
         self.bindings: dict[str, Binding] = {}
         self._observe_plugins = False
         # the profile whose queue is popped next (round robin)
@@ -143,6 +157,18 @@ class SchedulerCore:
     def _invalid(self, pod: Pod, message: str) -> None:
         self.outcomes[pod.key] = PodOutcome(names.INVALID_SPEC, message)
         self.outbox.append(PodUnschedulable(pod, names.INVALID_SPEC, message, pod.scheduler_name))
+
+    def _attempt_ended(self, profile: Profile, st: Status | None, seconds: float) -> None:
+        """One scheduling attempt counted with kube-scheduler's result: `scheduled` once the
+        binding succeeded, `unschedulable` for a rejection (a filter, Reserve, Permit or its wait),
+        `error` for anything else (an internal error, PreBind, a failed binding)."""
+        if st is None:
+            result = "scheduled"
+        elif st.is_rejection:
+            result = "unschedulable"
+        else:
+            result = "error"
+        self.observer.attempt(result, profile.name, max(0.0, seconds))
 
     def _requeue_with(
         self, profile: Profile, queue: SchedulingQueue, info: QueuedPodInfo, st: Status

@@ -66,11 +66,8 @@ class PodCycle(BindingStage):
             return Attempt(message, None if failed_on_error else (state, diagnosis))
         node_name = self.cache.snapshot.node_name(row)
         self.observer.algorithm(time.perf_counter() - start)
-        held = self._assume_and_permit(profile, queue, info, state, node_name)
-        self.observer.attempt(
-            "scheduled" if held is None else "unschedulable", profile.name, time.perf_counter() - start
-        )
-        return Attempt(held)
+        # counted where it ends: at Reserve or Permit, or when the wait at Permit or the binding does
+        return Attempt(self._assume_and_permit(profile, queue, info, state, node_name, start))
 
     def _find_node(
         self, profile: Profile, state: CycleState, pod: Pod, diagnosis: Diagnosis

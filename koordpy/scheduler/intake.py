@@ -33,9 +33,10 @@ class Scheduler(GroupCycle):
     """The scheduler the worlds drive: cluster events in, scheduling cycles while there is work."""
 
     # ============================================================================ events in
-    def _broadcast(self, event: ClusterEvent) -> None:
+    def _broadcast(self, event: ClusterEvent, old: object = None, new: object = None) -> None:
+        """`old` and `new`: the object before and after the event, for the queueing hints."""
         for q in self.queues.values():
-            q.on_event(event)
+            q.on_event(event, old, new)
         self._recheck_gates()
 
     def _recheck_gates(self) -> None:
@@ -62,15 +63,17 @@ class Scheduler(GroupCycle):
 
     def on_node_add(self, node: Node) -> None:
         self.cache.add_node(node)
-        self._broadcast(NODE_ADD)
+        self._broadcast(NODE_ADD, None, node)
 
     def on_node_update(self, node: Node) -> None:
+        old = self.cache.node(node.name)
         self.cache.update_node(node)
-        self._broadcast(NODE_UPDATE)
+        self._broadcast(NODE_UPDATE, old, node)
 
     def on_node_delete(self, name: str) -> None:
+        old = self.cache.node(name)
         self.cache.remove_node(name)
-        self._broadcast(ClusterEvent("Node", "Delete"))
+        self._broadcast(ClusterEvent("Node", "Delete"), old, None)
 
     def _tell_listeners(self, action: str, pod: Pod) -> None:
         for listener in self.shared.pod_listeners:
@@ -81,7 +84,7 @@ class Scheduler(GroupCycle):
         self._tell_listeners("Add", pod)
         if pod.node_name:
             self._assigned(pod)
-            self._broadcast(POD_ADD)
+            self._broadcast(POD_ADD, None, pod)
             return
         if not self.serves(pod) or pod.is_terminal or pod.deletion_ts is not None:
             return
@@ -127,7 +130,7 @@ class Scheduler(GroupCycle):
         self._tell_listeners("Update", pod)
         if pod.node_name:
             self._assigned(pod)
-            self._broadcast(POD_UPDATE)
+            self._broadcast(POD_UPDATE, old, pod)
             return
         if old is None:
             self.on_pod_add(pod)
@@ -161,9 +164,12 @@ class Scheduler(GroupCycle):
         state = self.cache.pod_state(key)
         if state is not None:
             self.cache.remove_pod(state.pod)
+            if not known.node_name:
+                # assumed (waiting at Permit, or binding): the hints see the room it gave back
+                known = known.with_changes(node_name=state.node_name)
         for q in self.queues.values():
             q.delete(key)
-        self._broadcast(POD_DELETE)
+        self._broadcast(POD_DELETE, known, None)
 
     def _assigned(self, pod: Pod) -> None:
         """A bound pod observed: confirm our assumption or learn of someone else's binding."""

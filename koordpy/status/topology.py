@@ -18,8 +18,10 @@ bounded here, so nothing downstream meets an unbounded depth.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from koordpy.api.node import Node
 
@@ -311,6 +313,67 @@ ROOT: DomainPath = ()
 
 
 @dataclass(frozen=True, slots=True)
+class TreeLevels:
+    """The tree as arrays, one level per layer: level 0 is the cluster (one vertex), the last level
+    the nodes (one vertex per node, its path being its domain's path and then its name). What the
+    topology plan sums every gang's offers over, made once per tree.
+
+    Each level's vertices are in the order of their paths, so the children of a vertex are
+    contiguous in the level below, and a vertex's index is its place in path order (the plan's
+    last tie-break)."""
+
+    paths: tuple[tuple[DomainPath, ...], ...]
+    # each vertex's parent in the level above (empty for level 0), non-decreasing
+    parents: tuple[np.ndarray, ...]
+    # the children of vertex v of level d are vertices starts[d][v]:starts[d][v + 1] of level d + 1
+    # (len(paths[d]) + 1 entries; all zero on the node level)
+    starts: tuple[np.ndarray, ...]
+    # the node of each vertex of the last level, and the vertex of each node
+    nodes: tuple[str, ...]
+    node_index: Mapping[str, int]
+    # the node level's snapshot rows (-1: not in the snapshot), for the last snapshot asked, by
+    # what they depend on (see `rows`)
+    _rows: dict[tuple[int, int], np.ndarray] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def depth(self) -> int:
+        """The index of the node level."""
+        return len(self.paths) - 1
+
+    def rows(self, row_of: Mapping[str, int], key: tuple[int, int]) -> np.ndarray:
+        """Each node vertex's row in the snapshot whose `row_of` this is; `key` (the snapshot's
+        identity and node generation) says when the rows asked last still hold."""
+        rows = self._rows.get(key)
+        if rows is None:
+            rows = np.fromiter((row_of.get(n, -1) for n in self.nodes), dtype=np.int64, count=len(self.nodes))
+            self._rows.clear()
+            self._rows[key] = rows
+        return rows
+
+
+def tree_levels(
+    chain: LayerChain, domains: Mapping[DomainPath, Domain], node_paths: Mapping[str, DomainPath]
+) -> TreeLevels:
+    bottom = len(chain.order) - 1
+    by_depth: list[list[DomainPath]] = [[] for _ in range(bottom + 1)]
+    for path in domains:
+        by_depth[len(path)].append(path)
+    by_depth[bottom] = [(*path, node) for node, path in node_paths.items()]
+    paths = tuple(tuple(sorted(level)) for level in by_depth)
+    parents = [np.zeros(0, dtype=np.int64)]
+    starts = []
+    for d in range(1, bottom + 1):
+        index = {p: i for i, p in enumerate(paths[d - 1])}
+        parent = np.fromiter((index[p[:-1]] for p in paths[d]), dtype=np.int64, count=len(paths[d]))
+        parents.append(parent)
+        # paths sorted: the children of each vertex above follow one another, in its order
+        starts.append(np.searchsorted(parent, np.arange(len(paths[d - 1]) + 1, dtype=np.int64)))
+    starts.append(np.zeros(len(paths[bottom]) + 1, dtype=np.int64))
+    nodes = tuple(p[-1] for p in paths[bottom])
+    return TreeLevels(paths, tuple(parents), tuple(starts), nodes, {n: i for i, n in enumerate(nodes)})
+
+
+@dataclass(frozen=True, slots=True)
 class TopologyTree:
     chain: LayerChain
     domains: Mapping[DomainPath, Domain]
@@ -318,10 +381,18 @@ class TopologyTree:
     node_paths: Mapping[str, DomainPath]
     # nodes left out, with the reason
     excluded: Mapping[str, str]
+    # the tree as arrays, made the first time a plan asks (see `levels`)
+    _levels: list[TreeLevels] = field(default_factory=list, compare=False, repr=False)
 
     @property
     def root(self) -> Domain:
         return self.domains[ROOT]
+
+    def levels(self) -> TreeLevels:
+        """The tree as arrays (see TreeLevels); made once: the tree never changes."""
+        if not self._levels:
+            self._levels.append(tree_levels(self.chain, self.domains, self.node_paths))
+        return self._levels[0]
 
     def leaves(self, path: DomainPath) -> tuple[str, ...]:
         domain = self.domains.get(path)

@@ -237,11 +237,16 @@ def test_an_unreadable_kubeconfig_is_one_line_and_exit_1(capsys: pytest.CaptureF
     assert "--kubeconfig" in line
 
 
-def test_a_port_in_use_is_one_line_and_exit_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    # a certificate of its own: one generated at start-up would be announced in a line of its own
-    chain, key = generate_self_signed("localhost")
-    (tmp_path / "tls.crt").write_bytes(chain)
-    (tmp_path / "tls.key").write_bytes(key)
+@pytest.mark.parametrize("certificate", ["self-signed in memory", "files"])
+def test_a_port_in_use_is_one_line_and_exit_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], certificate: str
+) -> None:
+    given: list[str] = []
+    if certificate == "files":
+        chain, key = generate_self_signed("localhost")
+        (tmp_path / "tls.crt").write_bytes(chain)
+        (tmp_path / "tls.key").write_bytes(key)
+        given = [f"--tls-cert-file={tmp_path / 'tls.crt'}", f"--tls-private-key-file={tmp_path / 'tls.key'}"]
     with socket.socket() as held:
         held.bind(("127.0.0.1", 0))
         held.listen()
@@ -253,8 +258,7 @@ def test_a_port_in_use_is_one_line_and_exit_1(tmp_path: Path, capsys: pytest.Cap
                 "--leader-elect=false",
                 "--bind-address=127.0.0.1",
                 f"--secure-port={port}",
-                f"--tls-cert-file={tmp_path / 'tls.crt'}",
-                f"--tls-private-key-file={tmp_path / 'tls.key'}",
+                *given,
             ]
         )
     assert code == 1
@@ -283,6 +287,10 @@ def test_an_invalid_configuration_is_one_line_and_exit_2(
         (["--leader-elect-resource-lock=endpoints"], "invalid lock-type"),
         (["--logging-format=xml"], "--logging-format"),
         (["--lease", "3"], "unknown flag --lease"),
+        (["--feature-gates=SchedulerQueueingHints"], "missing bool value for SchedulerQueueingHints"),
+        (["--feature-gates=SchedulerQueueingHints=maybe"], "invalid value of SchedulerQueueingHints"),
+        (["--profiling=yes"], "--profiling"),
+        (["--pod-max-in-unschedulable-pods-duration=60"], "time: invalid duration"),
     ],
 )
 def test_an_invalid_flag_is_one_line_and_exit_2(
@@ -362,3 +370,177 @@ async def test_master_replaces_the_server_of_the_kubeconfig(
 )
 def test_an_earlier_flag_in_seconds_is_recorded_as_a_go_duration(seconds: float, text: str) -> None:
     assert flags.go_duration(seconds) == text
+
+
+# ------------------------------------------------------------------------- kube-scheduler manifests' flags
+# kubeadm's static pod (cmd/kubeadm/app/phases/controlplane/manifests.go getSchedulerCommand, the
+# arguments sorted as ArgumentsToCommand writes them)
+KUBEADM = [
+    "--authentication-kubeconfig=/etc/kubernetes/scheduler.conf",
+    "--authorization-kubeconfig=/etc/kubernetes/scheduler.conf",
+    "--bind-address=127.0.0.1",
+    "--kubeconfig=/etc/kubernetes/scheduler.conf",
+    "--leader-elect=true",
+]
+
+
+def test_kubeadms_command_line_is_taken_as_kube_scheduler_takes_it(tmp_path: Path) -> None:
+    options, resolved = resolve(KUBEADM, tmp_path)
+    assert fields(
+        options,
+        (
+            "kubeconfig",
+            "authentication_kubeconfig",
+            "authorization_kubeconfig",
+            "bind_address",
+            "leader_elect",
+        ),
+    ) == ("/etc/kubernetes/scheduler.conf",) * 3 + ("127.0.0.1", True)
+    assert options.secure_port == 10259
+    assert resolved.warnings == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "names", "values"),
+    [
+        (
+            ["--authentication-kubeconfig=/a"],
+            ("authentication_kubeconfig", "authorization_kubeconfig"),
+            ("/a", None),
+        ),
+        (
+            ["--authorization-kubeconfig=/b"],
+            ("authentication_kubeconfig", "authorization_kubeconfig"),
+            (None, "/b"),
+        ),
+        (["--authentication-token-webhook-cache-ttl=1m"], ("token_cache_ttl",), (60.0,)),
+        (["--authorization-webhook-cache-authorized-ttl=5s"], ("allowed_cache_ttl",), (5.0,)),
+        (["--authorization-webhook-cache-unauthorized-ttl=0s"], ("denied_cache_ttl",), (0.0,)),
+        # apiserver's defaults: ten seconds each
+        ([], ("token_cache_ttl", "allowed_cache_ttl", "denied_cache_ttl"), (10.0, 10.0, 10.0)),
+    ],
+)
+def test_the_delegated_review_flags_set_their_options(
+    tmp_path: Path, argv: list[str], names: tuple[str, ...], values: tuple[Any, ...]
+) -> None:
+    options, _ = resolve(argv, tmp_path)
+    assert fields(options, names) == values
+
+
+@pytest.mark.parametrize(
+    "config", [None, {"podMaxInUnschedulablePodsDuration": 120}], ids=["flags", "--config"]
+)
+def test_the_unschedulable_pods_duration_flag_applies_with_or_without_a_configuration(
+    tmp_path: Path, config: dict[str, Any] | None
+) -> None:
+    """options.go sets PodMaxInUnschedulablePodsDuration from the flag apart from the component
+    configuration, so a file does not keep it out."""
+    options, resolved = resolve(["--pod-max-in-unschedulable-pods-duration=90s"], tmp_path, config)
+    assert options.config.podMaxInUnschedulablePodsDuration == 90.0
+    assert resolved.warnings == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "warned"),
+    [
+        (["--profiling"], ["--profiling=true not acted on: koordpy serves no /debug/pprof"]),
+        (
+            ["--profiling=true", "--contention-profiling=true"],
+            ["--profiling=true and --contention-profiling=true not acted on"],
+        ),
+        (
+            ["--client-ca-file=/etc/kubernetes/pki/ca.crt"],
+            ["--client-ca-file not acted on: client-certificate"],
+        ),
+        (
+            [
+                "--requestheader-client-ca-file=/p/front-proxy-ca.crt",
+                "--requestheader-allowed-names=front-proxy",
+            ],
+            ["--requestheader-client-ca-file, --requestheader-allowed-names not acted on"],
+        ),
+        (
+            ["--feature-gates=SchedulerQueueingHints=true, SchedulerAsyncPreemption=false"],
+            ["--feature-gates not acted on", "(SchedulerQueueingHints=true,SchedulerAsyncPreemption=false)"],
+        ),
+        # what koordpy does as asked, or what has nothing to act on, is not warned about
+        (["--profiling=false", "--contention-profiling=false"], []),
+        (["--authentication-tolerate-lookup-failure=true", "--authentication-skip-lookup"], []),
+        (["--feature-gates="], []),
+    ],
+)
+def test_a_flag_koordpy_does_not_act_on_is_named_in_one_warning(
+    tmp_path: Path, argv: list[str], warned: list[str]
+) -> None:
+    _, resolved = resolve(argv, tmp_path)
+    assert len(resolved.warnings) == (1 if warned else 0), resolved.warnings
+    for words in warned:
+        assert words in resolved.warnings[0]
+
+
+def write_kubeconfig(path: Path, server: str, token: str) -> None:
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "c",
+                "clusters": [{"name": "c", "cluster": {"server": server}}],
+                "users": [{"name": "u", "user": {"token": token}}],
+                "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+            }
+        )
+    )
+
+
+@pytest.mark.parametrize(
+    ("authentication", "authorization", "tokens"),
+    [
+        (None, None, ("Bearer own", "Bearer own")),
+        ("reviewer", None, ("Bearer reviewer", "Bearer own")),
+        (None, "reviewer", ("Bearer own", "Bearer reviewer")),
+        ("reviewer", "reviewer", ("Bearer reviewer", "Bearer reviewer")),
+    ],
+)
+async def test_the_reviews_are_made_with_the_credentials_their_flags_name(
+    tmp_path: Path, authentication: str | None, authorization: str | None, tokens: tuple[str, str]
+) -> None:
+    """apiserver's delegated clients read their kubeconfig flags; without them koordpy makes the
+    reviews with the scheduler's own credentials."""
+    from koordpy.cluster.app import review_credentials
+    from koordpy.kubeapi import KubeApi
+
+    for name in ("own", "reviewer"):
+        write_kubeconfig(tmp_path / name, f"https://{name}.example:6443", name)
+    own = await KubeApi.connect(str(tmp_path / "own"))
+    config = read_configuration({**V1, "profiles": [{"schedulerName": "koord-scheduler"}]}).config
+    assert config is not None
+    options = RunOptions(
+        config,
+        authentication_kubeconfig=str(tmp_path / authentication) if authentication else None,
+        authorization_kubeconfig=str(tmp_path / authorization) if authorization else None,
+    )
+    try:
+        chosen = await review_credentials(options, own)
+        got = tuple([await c.get_api_key_with_prefix("BearerToken") for c in chosen])
+        assert got == tokens
+    finally:
+        await own.close()
+
+
+async def test_an_unreadable_review_kubeconfig_stops_start_up_naming_its_flag(tmp_path: Path) -> None:
+    from koordpy.cluster.app import review_credentials
+    from koordpy.kubeapi import KubeApi
+
+    write_kubeconfig(tmp_path / "own", "https://own.example:6443", "own")
+    own = await KubeApi.connect(str(tmp_path / "own"))
+    config = read_configuration({**V1, "profiles": [{"schedulerName": "koord-scheduler"}]}).config
+    assert config is not None
+    options = RunOptions(config, authorization_kubeconfig="/nonexistent/scheduler.conf")
+    try:
+        with pytest.raises(StartupError) as failed:
+            await review_credentials(options, own)
+    finally:
+        await own.close()
+    assert str(failed.value).startswith("--authorization-kubeconfig: cannot load the credentials")
+    assert "/nonexistent/scheduler.conf" in str(failed.value)

@@ -731,3 +731,33 @@ def test_serving_flags_reach_the_run_options(argv: list[str], expected: dict[str
 
     options = run_options(build_parser().parse_args(["run", *argv]), SchedulerConfiguration())
     assert {key: getattr(options, key) for key in expected} == expected
+
+
+async def test_health_check_slis_count_each_check_run_by_endpoint(endpoints: Endpoints) -> None:
+    # component-base's slis: kubernetes_healthcheck is the last result (1 healthy, 0 not) per check
+    # and endpoint, kubernetes_healthchecks_total counts every run by status; an excluded check is
+    # not run, so not counted
+    async with TestClient(TestServer(endpoints.application())) as client:
+        for path in ("/healthz", "/healthz", "/readyz", "/readyz?exclude=sched-handler-sync"):
+            async with client.get(path):
+                pass
+        async with client.get("/metrics/slis") as response:
+            assert response.status == 200
+            text = await response.text()
+    samples = {
+        line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line[:1] != "#"
+    }
+    assert samples['kubernetes_healthcheck{name="ping",type="healthz"}'] == 1.0
+    assert samples['kubernetes_healthcheck{name="sched-handler-sync",type="readyz"}'] == 0.0
+    assert samples['kubernetes_healthchecks_total{name="ping",status="success",type="healthz"}'] == 2.0
+    assert (
+        samples['kubernetes_healthchecks_total{name="sched-handler-sync",status="error",type="readyz"}']
+        == 1.0
+    )
+    assert not any(name.endswith("_created") or "_created{" in name for name in samples)
+
+
+async def test_slis_need_the_same_review_as_metrics(secure: TestClient[Any, Any]) -> None:
+    for token, status in ((None, 403), ("scraper-token", 200)):
+        async with secure.get("/metrics/slis", headers=_bearer(token)) as response:
+            assert response.status == status

@@ -546,7 +546,7 @@ def test_rbac_for_the_secure_port(helm: str) -> None:
         "verbs": ["create"],
     } in rules
     reader = _cluster_role(docs, "-metrics-reader")
-    assert reader["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    assert reader["rules"] == [{"nonResourceURLs": ["/metrics", "/metrics/slis"], "verbs": ["get"]}]
     bindings = [d for d in docs if d["kind"] == "ClusterRoleBinding"]
     assert [b["roleRef"]["name"] for b in bindings] == [RELEASE], "nobody is bound to the reader unasked"
 

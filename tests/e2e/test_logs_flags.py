@@ -194,10 +194,16 @@ def test_a_missing_kubeconfig_is_one_line_and_exit_1() -> None:
     assert "pass --kubeconfig" in line
 
 
-def test_a_port_in_use_is_one_line_and_exit_1(control_plane: ControlPlane, tmp_path: Path) -> None:
-    chain, key = generate_self_signed("localhost")
-    (tmp_path / "tls.crt").write_bytes(chain)
-    (tmp_path / "tls.key").write_bytes(key)
+@pytest.mark.parametrize("certificate", ["self-signed in memory", "files"])
+def test_a_port_in_use_is_one_line_and_exit_1(
+    control_plane: ControlPlane, tmp_path: Path, certificate: str
+) -> None:
+    flags: list[str] = []
+    if certificate == "files":
+        chain, key = generate_self_signed("localhost")
+        (tmp_path / "tls.crt").write_bytes(chain)
+        (tmp_path / "tls.key").write_bytes(key)
+        flags = [f"--tls-cert-file={tmp_path / 'tls.crt'}", f"--tls-private-key-file={tmp_path / 'tls.key'}"]
     with socket.socket() as held:
         held.bind(("127.0.0.1", 0))
         held.listen()
@@ -208,8 +214,7 @@ def test_a_port_in_use_is_one_line_and_exit_1(control_plane: ControlPlane, tmp_p
             "--leader-elect=false",
             "--bind-address=127.0.0.1",
             f"--secure-port={port}",
-            f"--tls-cert-file={tmp_path / 'tls.crt'}",
-            f"--tls-private-key-file={tmp_path / 'tls.key'}",
+            *flags,
         )
     assert result.returncode == 1, result.stderr
     (line,) = result.stderr.splitlines()

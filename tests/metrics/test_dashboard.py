@@ -102,6 +102,9 @@ def test_the_dashboard_shows_what_an_operator_of_koordpy_watches() -> None:
         "scheduler_preemption_attempts_total",
         "koordpy_gpu_idle",
         "koordpy_gpu_fragmented",
+        "scheduler_elastic_quota_status",
+        "koordpy_capacity_quota_status",
+        "koordpy_elastic_quota_pending_pods",
     } <= read
 
 

@@ -139,6 +139,14 @@ class Gang:
     last_failure: float | None = None
     backoff_until: float = 0.0
     first_seen: float | None = None
+    # members Coscheduling's PreEnqueue holds back now: the only ones an event of the gang can
+    # let through, so the only ones it looks at again
+    held: set[str] = field(default_factory=set)
+    # members their scheduling gates hold (counted as they come and go, not per verdict)
+    gated: int = 0
+    # the shortfall the held members were last all told ((gang, minMember) pairs, members then),
+    # while the group is short of members; None when they are to be told again at the next event
+    told_short: tuple[tuple[tuple[str, int], ...], int] | None = None
 
     @property
     def initialized(self) -> bool:

@@ -5,11 +5,12 @@ The plan is made in three steps:
 
 1. Offer slots (`koordpy.plugins.coscheduling.offers`): for every node, how many of the group's
    pods fit there one after the other.
-2. The tree (`koordpy.status.topology`) sums the offers up to the cluster. `podCountMultiple`
-   rounds each domain of a layer down to a multiple; MustGather limits the search to the domains
-   of its layer; the deepest level of the tree on which some domain still offers enough slots gives
-   the candidates, and the tightest fit among them wins (smallest offer, then the parents'
-   offers, then the highest score, then the name).
+2. The tree (`koordpy.status.topology`, as arrays with one level per layer, made once per tree)
+   sums the offers up to the cluster, a layer at a time. `podCountMultiple` rounds each domain of
+   a layer down to a multiple; MustGather limits the search to the domains of its layer; the
+   deepest level of the tree on which some domain still offers enough slots gives the
+   candidates, and the tightest fit among them wins (smallest offer, then the parents' offers,
+   then the highest score, then the name). Nothing here walks every node in Python.
 3. The winner's slots are handed out to its children largest offer first, down to the nodes, and
    the pods, in network-topology-index order (then name), fill the nodes in that order: pods with
    consecutive indices share the lowest domain they can.
@@ -22,7 +23,8 @@ Coscheduling plugin for where, and for which gang's rules a gang group follows.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +50,7 @@ from koordpy.status.topology import (
     LayerChain,
     TopologySpecError,
     TopologyTree,
+    TreeLevels,
     brief,
     build_tree,
     parse_topology_object,
@@ -89,88 +92,161 @@ class NoPlacement:
     message: str
 
 
-# a node leaf is addressed by its domain path plus the node name
-_Path = tuple[str, ...]
-
-
 @dataclass(slots=True)
-class _Tree:
-    """The topology tree with the nodes as leaves, each vertex with its rounded offer and score."""
+class _Offers:
+    """A gang's offers summed up the tree (`TreeLevels`), rounded down to the multiples: per level,
+    each vertex's offer and (when the caller ranks nodes) score."""
 
-    layer_of: dict[_Path, str]
-    children: dict[_Path, list[_Path]]
-    offer: dict[_Path, int]
-    score: dict[_Path, float]
+    levels: TreeLevels
+    offer: list[np.ndarray]
+    score: list[np.ndarray] | None
+    # the podCountMultiple of each level (1: none)
+    multiple: list[int]
 
 
-def _build(
-    tree: TopologyTree,
-    slots: Mapping[str, int],
-    scores: Mapping[str, float] | None,
+def _sum_offers(
+    levels: TreeLevels,
+    chain: LayerChain,
+    node_slots: np.ndarray,
+    node_scores: np.ndarray | None,
     multiples: Mapping[str, int],
-) -> _Tree:
-    layer_of: dict[_Path, str] = {}
-    children: dict[_Path, list[_Path]] = {}
-    offer: dict[_Path, int] = {}
-    score: dict[_Path, float] = {}
-    node_multiple = multiples.get(NODE_LAYER, 1)
-
-    def visit(path: DomainPath) -> None:
-        domain = tree.domains[path]
-        layer_of[path] = domain.layer
-        if domain.children:
-            kids: list[_Path] = list(domain.children)
-            for child in domain.children:
-                visit(child)
+) -> _Offers:
+    bottom = levels.depth
+    multiple = [multiples.get(layer, 1) for layer in chain.order[: bottom + 1]]
+    offer: list[np.ndarray] = [np.zeros(0, dtype=np.int64)] * (bottom + 1)
+    score: list[np.ndarray] | None = None
+    m = multiple[bottom]
+    offer[bottom] = node_slots - node_slots % m if m > 1 else node_slots
+    if node_scores is not None:
+        score = [np.zeros(0, dtype=np.float64)] * (bottom + 1)
+        score[bottom] = node_scores
+    for d in range(bottom - 1, -1, -1):
+        n = len(levels.paths[d])
+        below = offer[d + 1]
+        if below.size:
+            # every domain has a node below it: no segment is empty
+            total = np.add.reduceat(below, levels.starts[d][:-1])
         else:
-            kids = []
-            for node in domain.nodes:
-                leaf = (*path, node)
-                layer_of[leaf] = NODE_LAYER
-                children[leaf] = []
-                n = int(slots.get(node, 0))
-                offer[leaf] = n - n % node_multiple
-                score[leaf] = float(scores.get(node, 0.0)) if scores else 0.0
-                kids.append(leaf)
-        children[path] = kids
-        total = sum(offer[k] for k in kids)
-        m = multiples.get(domain.layer, 1)
-        offer[path] = total - total % m
-        score[path] = sum(score[k] for k in kids)
-
-    visit(())
-    return _Tree(layer_of, children, offer, score)
+            total = np.zeros(n, dtype=np.int64)
+        m = multiple[d]
+        offer[d] = total - total % m if m > 1 else total
+        if score is not None:
+            # the scores callers give are whole numbers (job-level preemption's victim costs):
+            # below 2**53 their sums are exact whatever order numpy adds them in
+            below_score = score[d + 1]
+            score[d] = (
+                np.add.reduceat(below_score, levels.starts[d][:-1])
+                if below_score.size
+                else np.zeros(n, dtype=np.float64)
+            )
+    return _Offers(levels, offer, score, multiple)
 
 
-def _chain_key(t: _Tree, path: _Path) -> tuple[Any, ...]:
-    """Tightest fit first: the domain's own offer, then each ancestor's, smallest first."""
-    offers = tuple(t.offer[path[:i]] for i in range(len(path), -1, -1))
-    return (offers, -t.score[path], path)
+def _ranked(t: _Offers, depth: int, candidates: np.ndarray) -> Iterator[int]:
+    """The candidates of a level, tightest fit first: the vertex's own offer, then each
+    ancestor's (smallest first), then the highest score, then the path. The first is found by
+    narrowing on one key after the other (usually all a plan needs); the rest are sorted only
+    when it is asked for more."""
+    keys: list[np.ndarray] = [t.offer[depth][candidates]]
+    above = candidates
+    for d in range(depth, 0, -1):
+        above = t.levels.parents[d][above]
+        keys.append(t.offer[d - 1][above])
+    if t.score is not None:
+        keys.append(-t.score[depth][candidates])
+    # the candidates are in path order already: the last tie-break is their position
+    best = np.arange(candidates.size)
+    for key in keys:
+        if best.size == 1:
+            break
+        values = key[best]
+        best = best[values == values.min()]
+    first = int(best[0])
+    yield int(candidates[first])
+    if candidates.size == 1:
+        return
+    # np.lexsort sorts by its last key first; the positions are the path order
+    for i in np.lexsort([np.arange(candidates.size), *keys[::-1]]).tolist():
+        if i != first:
+            yield int(candidates[i])
 
 
-def _distribute(
-    t: _Tree, path: _Path, want: int, multiples: Mapping[str, int], out: list[tuple[str, int]]
-) -> int:
-    cap = min(t.offer[path], want)
-    cap -= cap % multiples.get(t.layer_of[path], 1)
+def _distribute(t: _Offers, depth: int, v: int, want: int, out: list[tuple[int, int]]) -> int:
+    """Hand out up to `want` of the vertex's slots to its children, largest offer first (then
+    highest score, then path), down to the nodes; (node vertex, pods) pairs go to `out`."""
+    m = t.multiple[depth]
+    cap = min(int(t.offer[depth][v]), want)
+    cap -= cap % m
     if cap <= 0:
         return 0
-    kids = t.children[path]
-    if not kids:
-        out.append((path[-1], cap))
+    if depth == t.levels.depth:
+        out.append((v, cap))
         return cap
+    lo = int(t.levels.starts[depth][v])
+    hi = int(t.levels.starts[depth][v + 1])
+    offers = t.offer[depth + 1][lo:hi]
+    if t.score is None:
+        # a stable sort keeps path order among equal offers
+        order = np.argsort(-offers, kind="stable")
+    else:
+        order = np.lexsort((np.arange(hi - lo), -t.score[depth + 1][lo:hi], -offers))
     given = 0
     mark = len(out)
-    for child in sorted(kids, key=lambda c: (-t.offer[c], -t.score[c], c)):
-        if given >= cap:
+    for i in order.tolist():
+        # the children after one that offers nothing offer nothing either
+        if given >= cap or offers[i] <= 0:
             break
-        given += _distribute(t, child, cap - given, multiples, out)
-    m = multiples.get(t.layer_of[path], 1)
+        given += _distribute(t, depth + 1, lo + i, cap - given, out)
     if given % m:
         # the children could not make up a multiple: this domain takes nothing
         del out[mark:]
         return 0
     return given
+
+
+def plan_levels(
+    tree: TopologyTree,
+    spec: NetworkTopologySpec,
+    pods: Sequence[Pod],
+    node_slots: np.ndarray,
+    node_scores: np.ndarray | None = None,
+) -> Placement | NoPlacement:
+    """Where each of `pods` (already in placement order) goes, or why the group fits no domain.
+    `node_slots` is each node's offer for these pods and `node_scores` (higher is better) break
+    ties, both per node vertex of `tree.levels()`."""
+    desired = len(pods)
+    chain = tree.chain
+    levels = tree.levels()
+    multiples = spec.multiples()
+    t = _sum_offers(levels, chain, node_slots, node_scores, multiples)
+    must = spec.must_gather_layer(chain)
+    top = 0 if must is None else chain.depth(must)
+    fits = t.offer[top] >= desired
+    if not fits.any():
+        return NoPlacement(_no_domain_message(t, must, top, desired, multiples, fits=False))
+    # every level of the tree that has domains holding the group, from the top down: a domain
+    # counts when its parent does and it holds the group itself
+    found = [(top, fits)]
+    for d in range(top + 1, levels.depth + 1):
+        fits = fits[levels.parents[d]] & (t.offer[d] >= desired)
+        if not fits.any():
+            break
+        found.append((d, fits))
+    # the deepest level first; a level whose domains cannot split the pods as the multiples ask
+    # gives way to the one above it
+    for depth, mask in reversed(found):
+        for candidate in _ranked(t, depth, np.flatnonzero(mask)):
+            leaves: list[tuple[int, int]] = []
+            if _distribute(t, depth, candidate, desired, leaves) < desired:
+                continue
+            nodes: dict[str, str] = {}
+            it = iter(pods)
+            for leaf, n in leaves:
+                name = levels.nodes[leaf]
+                for _ in range(n):
+                    nodes[next(it).key] = name
+            return Placement(nodes, levels.paths[depth][candidate], chain.order[depth])
+    return NoPlacement(_no_domain_message(t, must, top, desired, multiples, fits=True))
 
 
 def plan_placement(
@@ -180,43 +256,25 @@ def plan_placement(
     slots: Mapping[str, int],
     scores: Mapping[str, float] | None = None,
 ) -> Placement | NoPlacement:
-    """Where each of `pods` (already in placement order) goes, or why the group fits no domain.
-    `slots` is each node's offer for these pods; `scores` (higher is better) break ties."""
-    desired = len(pods)
-    chain = tree.chain
-    multiples = spec.multiples()
-    t = _build(tree, slots, scores, multiples)
-    must = spec.must_gather_layer(chain)
-    if must is None or must == CLUSTER_LAYER:
-        start: list[_Path] = [()]
-    elif must == NODE_LAYER:
-        start = [p for p, layer in t.layer_of.items() if layer == NODE_LAYER]
-    else:
-        start = [p for p, layer in t.layer_of.items() if layer == must]
-    level = [p for p in start if t.offer[p] >= desired]
-    if not level:
-        return NoPlacement(_no_domain_message(t, must, start, desired, multiples, fits=False))
-    # every level of the tree that has domains holding the group, from the top down
-    levels = [level]
-    while True:
-        level = [c for p in level for c in t.children[p] if t.offer[c] >= desired]
-        if not level:
-            break
-        levels.append(level)
-    # the deepest level first; a level whose domains cannot split the pods as the multiples ask
-    # gives way to the one above it
-    for candidates in reversed(levels):
-        for candidate in sorted(candidates, key=lambda p: _chain_key(t, p)):
-            leaves: list[tuple[str, int]] = []
-            if _distribute(t, candidate, desired, multiples, leaves) < desired:
-                continue
-            nodes: dict[str, str] = {}
-            it = iter(pods)
-            for node, n in leaves:
-                for _ in range(n):
-                    nodes[next(it).key] = node
-            return Placement(nodes, candidate, t.layer_of[candidate])
-    return NoPlacement(_no_domain_message(t, must, start, desired, multiples, fits=True))
+    """`plan_levels` with the offers (and scores) by node name; nodes outside the tree are left out."""
+    levels = tree.levels()
+    node_slots = np.zeros(len(levels.nodes), dtype=np.int64)
+    for name, n in slots.items():
+        i = levels.node_index.get(name)
+        if i is not None:
+            node_slots[i] = int(n)
+    return plan_levels(tree, spec, pods, node_slots, _node_scores(levels, scores))
+
+
+def _node_scores(levels: TreeLevels, scores: Mapping[str, float] | None) -> np.ndarray | None:
+    if not scores:
+        return None
+    out = np.zeros(len(levels.nodes), dtype=np.float64)
+    for name, score in scores.items():
+        i = levels.node_index.get(name)
+        if i is not None:
+            out[i] = float(score)
+    return out
 
 
 def plan_with_offers(
@@ -231,9 +289,14 @@ def plan_with_offers(
     filters and plan again until every node used has been checked (each round lowers an offer or
     ends, so this stops)."""
     snap = profile.handle.snapshot
+    levels = tree.levels()
+    rows = levels.rows(snap.row_of, (id(snap), snap.node_generation))
+    node_scores = _node_scores(levels, scores)
+    inside = rows >= 0
+    every = bool(inside.all())
     while True:
-        slots = {snap.node_name(r): int(offers.slots[r]) for r in np.flatnonzero(offers.slots).tolist()}
-        plan = plan_placement(tree, spec, pods, slots, scores)
+        node_slots = offers.slots[rows] if every else np.where(inside, offers.slots[rows], 0)
+        plan = plan_levels(tree, spec, pods, node_slots, node_scores)
         if not isinstance(plan, Placement) or not offers.kinds:
             return plan
         used = sorted({snap.row_of[n] for n in plan.nodes.values()})
@@ -242,9 +305,9 @@ def plan_with_offers(
 
 
 def _no_domain_message(
-    t: _Tree,
+    t: _Offers,
     must: str | None,
-    start: Sequence[_Path],
+    top: int,
     desired: int,
     multiples: Mapping[str, int],
     fits: bool,
@@ -258,13 +321,19 @@ def _no_domain_message(
         )
         return head
     if must is None or must == CLUSTER_LAYER:
-        head = f"the cluster's topology offers {t.offer[()]} of the {desired} pod slots the gang group needs"
+        offered = int(t.offer[0][0])
+        head = f"the cluster's topology offers {offered} of the {desired} pod slots the gang group needs"
     else:
-        shown = sorted(start, key=lambda p: (-t.offer[p], p))
-        last = [p[-1] for p in shown]
+        offer = t.offer[top]
+        paths = t.levels.paths[top]
+        # largest offer first, then path (the level's order)
+        shown = np.lexsort((np.arange(offer.size), -offer)).tolist()
+        last = Counter(p[-1] for p in paths)
         # a name shared by domains under different parents is shown with its path
-        names = ["/".join(p) if last.count(p[-1]) > 1 else p[-1] for p in shown]
-        listed = ", ".join(f"{must}/{n}: {t.offer[p]}" for n, p in zip(names[:10], shown, strict=False))
+        listed = ", ".join(
+            f"{must}/{'/'.join(paths[i]) if last[paths[i][-1]] > 1 else paths[i][-1]}: {int(offer[i])}"
+            for i in shown[:10]
+        )
         more = f", and {len(shown) - 10} more" if len(shown) > 10 else ""
         head = (
             f"no {must} domain can hold the gang group (MustGather): it needs {desired} pod slots, "

@@ -153,10 +153,30 @@ def _count_by_arithmetic(
     slots: np.ndarray,
     ignore_nominated: Callable[[Pod], bool] | None,
 ) -> None:
-    """Pods that only compete for resources: one vectorized step per pod over every node."""
+    """Pods that only compete for resources: one vectorized step per pod over every node.
+
+    A node still holding every earlier pod has exactly their requests taken from its free room,
+    so pod i fits there when the free room covers the first i pods' requests together: the free
+    room is read once, per resource the pods ask for, and compared with the running sums."""
     snap = profile.handle.snapshot
     rows = first
-    free = snap.allocatable[rows] - snap.requested[rows]
+    vecs = [snap.request_vector(pod.requests) for pod in pods]
+    # a resource no node had when the table was taken: nobody has any of it
+    width = max(v.size for v in vecs)
+    demand = np.zeros((len(vecs), width), dtype=np.int64)
+    for i, vec in enumerate(vecs):
+        demand[i, : vec.size] = vec
+    pods_col = snap.resource_col[PODS]
+    asked = [np.flatnonzero(row > 0).tolist() or [pods_col] for row in demand]
+    needed = sorted({c for cols in asked for c in cols})
+    total = np.cumsum(demand, axis=0)
+    table = snap.allocatable.shape[1]
+    free = {
+        c: snap.allocatable[rows, c] - snap.requested[rows, c]
+        if c < table
+        else np.zeros(rows.size, dtype=np.int64)
+        for c in needed
+    }
     nominator = profile.handle.nominator
     if nominator:
         pos = {int(r): i for i, r in enumerate(rows.tolist())}
@@ -167,26 +187,30 @@ def _count_by_arithmetic(
                 continue
             for other in nominator.pods_on(node_name):
                 if other.priority >= floor and not (ignore_nominated and ignore_nominated(other)):
-                    free[i] -= snap.request_vector(other.requests)
-    static: dict[int, np.ndarray] = {}
-    alive = np.ones(rows.size, dtype=bool)
+                    held = snap.request_vector(other.requests)
+                    for c in needed:
+                        if c < held.size:
+                            free[c][i] -= held[c]
+    static: dict[int, np.ndarray | None] = {}
+    alive: np.ndarray | None = None
     count = np.zeros(rows.size, dtype=np.int64)
-    pods_col = snap.resource_col[PODS]
-    for pod, kind in zip(pods, kinds, strict=True):
-        mask = static.get(id(kind))
-        if mask is None:
-            mask = static[id(kind)] = np.isin(rows, kind.feasible)
-        vec = snap.request_vector(pod.requests)
-        if vec.size > free.shape[1]:
-            # a resource no node had when `free` was taken: nobody has any of it
-            free = np.pad(free, ((0, 0), (0, vec.size - free.shape[1])))
-        cols = np.flatnonzero(vec[: free.shape[1]] > 0)
-        if cols.size == 0:
-            cols = np.array([pods_col])
-        ok = alive & mask & np.all(free[:, cols] >= vec[cols], axis=1)
+    for i, kind in enumerate(kinds):
+        if id(kind) not in static:
+            if kind.feasible is first:
+                # the first pod's template: every row passed its filters
+                static[id(kind)] = None
+            else:
+                passed = np.zeros(snap.capacity, dtype=bool)
+                passed[kind.feasible] = True
+                static[id(kind)] = passed[rows]
+        mask = static[id(kind)]
+        ok: np.ndarray | None = alive if mask is None else (mask if alive is None else alive & mask)
+        for c in asked[i]:
+            fits = free[c] >= total[i, c]
+            ok = fits if ok is None else ok & fits
+        assert ok is not None
         if not ok.any():
             break
-        free[ok] -= vec[: free.shape[1]]
         count += ok
         alive = ok
     slots[rows] = count

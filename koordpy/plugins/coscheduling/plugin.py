@@ -239,8 +239,6 @@ class Coscheduling(
         self._binding_members: dict[str, frozenset[str]] = {}
         # the last group's MustGather domain, with what it was computed from (see _gather_domain)
         self._domain_memo: tuple[tuple[object, ...], GatherDomain | str | None] | None = None
-        # gated members per gang, for the registry version they were counted at
-        self._gated_memo: tuple[int, dict[str, int]] = (-1, {})
         self.min_resources = MinResourcesCheck(handle.clock, float(self.cargs.permit_waiting_time_seconds))
         self.selectors = shared_selector_index(handle)
         # the topology tree as columns over the snapshot rows, with the tree they were taken from
@@ -280,6 +278,12 @@ class Coscheduling(
             self.handle.emit(RecordEvent(pod, "Warning", names.GANG_ANNOTATION_DEFAULTED, fallback.message()))
 
     def pre_enqueue(self, pod: Pod) -> Status | None:
+        st = self._pre_enqueue(pod)
+        # the registry looks again only at the members held back when their gang changes
+        self.registry.hold(pod, st is not None)
+        return st
+
+    def _pre_enqueue(self, pod: Pod) -> Status | None:
         self._tell_fallbacks(pod)
         verdict = self.registry.readiness(pod)
         if verdict is None:
@@ -297,19 +301,11 @@ class Coscheduling(
         gang = self.registry.gang(pod)
         if gang is None or self.registry.once_satisfied(gang):
             return None
-        if self._gated_memo[0] != self.registry.version:
-            self._gated_memo = (self.registry.version, {})
-        counts = self._gated_memo[1]
         short: list[str] = []
         for other in self.registry.group(gang):
             if other is None or other.spec is None:
                 continue
-            gated = counts.get(other.id)
-            if gated is None:
-                pods = self.registry.pods
-                gated = counts[other.id] = sum(
-                    1 for k in other.children if (m := pods.get(k)) is not None and m.scheduling_gates
-                )
+            gated = other.gated
             if gated and len(other.children) - gated < other.spec.min_member:
                 short.append(f"gang {other.id} waits for {gated} gated member(s)")
         if not short:

@@ -5,7 +5,16 @@ are pending, waiting at Permit, or bound, and whether a gang group has ever been
 
 It also notes which gangs an event touched (a member came or went, the PodGroup changed, a backoff
 ended), so that only their members' gates are checked again: checking every gated pod on every
-event would cost the square of the pending pods while a cluster's worth of gangs arrives."""
+event would cost the square of the pending pods while a cluster's worth of gangs arrives.
+
+Within a touched gang, only the members Coscheduling's PreEnqueue holds back are looked at again,
+and while the gang stays short of members they are not told each new count: a member arriving is
+judged on its own (it hears the count it makes), and the members held before it hear the count
+again once it has doubled or halved since they last heard it, or at once when the verdict changes
+in any other way (the gang becomes ready, invalid, its minMember changes). Telling every waiting
+member of a 10,000-pod gang each arrival would cost the square of its size; this way a member's
+message is at most a factor of two behind its gang's count, and what is added in one bulk (a
+scenario, an informer's first list) is told exactly."""
 
 from __future__ import annotations
 
@@ -35,12 +44,18 @@ from koordpy.status.gang_annotations import Fallback, MinAvailableError, index_f
 GANG_REGISTRY: SharedKey[GangRegistry] = SharedKey("coscheduling.registry")
 
 
+# the gangs of a group short of members, as (gang id, minMember), with how many members they have
+Shortfall = tuple[tuple[tuple[str, int], ...], int]
+
+
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """Why a gang pod may not be queued yet: `invalid` distinguishes bad input from waiting."""
+    """Why a gang pod may not be queued yet: `invalid` distinguishes bad input from waiting;
+    `shortfall` is set when the group only lacks members."""
 
     message: str
     invalid: bool
+    shortfall: Shortfall | None = None
 
 
 class GangRegistry:
@@ -70,21 +85,40 @@ class GangRegistry:
         # changes with every event that changes a gang: what is computed from the gangs can be
         # kept for as long as it stays the same
         self.version = 0
+        # members whose scheduling gates hold them (each gang counts its own, see Gang.gated)
+        self._scheduling_gated: set[str] = set()
+        # each gang's verdict, computed once for all its members while (version, time) holds
+        self._verdicts: dict[str, Verdict | None] = {}
+        self._verdicts_at: tuple[int, float] = (-1, 0.0)
 
     # ----------------------------------------------------------------------------- touched gangs
     def touch(self, gang_id: str) -> None:
+        self.version += 1
         self._touched.add(gang_id)
 
     def touch_all(self) -> None:
         self._touched.update(self.gangs)
 
     def back_off(self, gang: Gang, until: float) -> None:
+        self.version += 1
         gang.backoff_until = until
         self._backing_off.add(gang.id)
 
+    def hold(self, pod: Pod, held: bool) -> None:
+        """Coscheduling's PreEnqueue holds the pod back (True) or lets it through (False)."""
+        gang = self.gang(pod)
+        if gang is None:
+            return
+        if held:
+            gang.held.add(pod.key)
+        else:
+            gang.held.discard(pod.key)
+
     def take_touched(self) -> set[str]:
-        """The keys of the pods of every gang group whose readiness may have changed since the last
-        call (gangs touched by events, and gangs whose backoff has ended)."""
+        """The keys of the held pods of every gang group whose readiness may have changed since
+        the last call (gangs touched by events, and gangs whose backoff has ended), but for the
+        held members of a gang still short of members that have heard a count close enough
+        (see the module's doc)."""
         now = self.clock.now()
         for gid in [
             g for g in self._backing_off if (gang := self.gangs.get(g)) is None or gang.backoff_until <= now
@@ -104,9 +138,28 @@ class GangRegistry:
         keys: set[str] = set()
         for gid in affected:
             gang = self.gangs.get(gid)
-            if gang is not None:
-                keys.update(gang.children)
+            if gang is None or not gang.held:
+                continue
+            if self._told_enough(gang):
+                continue
+            keys.update(gang.held)
         return keys
+
+    def _told_enough(self, gang: Gang) -> bool:
+        """Whether the gang's held members may keep the shortfall they were last told: the group
+        is still short of members in the same gangs and minMembers, and has neither doubled nor
+        halved its members since. Otherwise they are told again, and what they are told noted."""
+        verdict = self._verdict(gang)
+        short = verdict.shortfall if verdict is not None else None
+        told = gang.told_short
+        gang.told_short = short
+        if short is None or told is None or short[0] != told[0]:
+            return False
+        now, then = short[1], told[1]
+        if (now == then == 0) or (then < 2 * now and now < 2 * then):
+            gang.told_short = told
+            return True
+        return False
 
     def _set_spec(self, gang: Gang, spec: GangSpec | None) -> None:
         for gid in gang.group:
@@ -140,6 +193,7 @@ class GangRegistry:
             return
         if old_gang is not None and old_gang != m.gang_id:
             self._forget_pod(key)
+            old_gang = None
         gang = self.gangs.get(m.gang_id)
         if gang is None:
             gang = Gang(m.gang_id, pod.namespace, m.name, m.source)
@@ -152,6 +206,13 @@ class GangRegistry:
         self.pods[key] = pod
         self.gang_of_pod[key] = gang.id
         gang.children.add(key)
+        if bool(pod.scheduling_gates) != (key in self._scheduling_gated):
+            if pod.scheduling_gates:
+                self._scheduling_gated.add(key)
+                gang.gated += 1
+            else:
+                self._scheduling_gated.discard(key)
+                gang.gated -= 1
         own = index_fallback(pod.annotations)
         self._pod_fallbacks[key] = (own,) if own is not None else ()
         if m.source == FROM_ANNOTATION:
@@ -159,6 +220,7 @@ class GangRegistry:
         if pod.node_name and not pod.is_terminal:
             gang.bound.add(key)
             gang.waiting.discard(key)
+            gang.held.discard(key)
             self.satisfied.add(gang.group_id)
         elif pod.is_terminal:
             gang.bound.discard(key)
@@ -204,6 +266,10 @@ class GangRegistry:
         gang.children.discard(key)
         gang.waiting.discard(key)
         gang.bound.discard(key)
+        gang.held.discard(key)
+        if key in self._scheduling_gated:
+            self._scheduling_gated.discard(key)
+            gang.gated -= 1
         if gang.source == FROM_ANNOTATION and not gang.children:
             self._drop(gang)
 
@@ -271,6 +337,21 @@ class GangRegistry:
         gang = self.gang(pod)
         if gang is None:
             return None
+        return self._verdict(gang)
+
+    def _verdict(self, gang: Gang) -> Verdict | None:
+        """The gang's verdict, the same for all its members: computed once for as long as neither
+        the gangs nor the time change."""
+        at = (self.version, self.clock.now())
+        if self._verdicts_at != at:
+            self._verdicts_at = at
+            self._verdicts = {}
+        if gang.id in self._verdicts:
+            return self._verdicts[gang.id]
+        verdict = self._verdicts[gang.id] = self._judge(gang)
+        return verdict
+
+    def _judge(self, gang: Gang) -> Verdict | None:
         if gang.error is not None:
             return Verdict(f"gang {gang.id}: {gang.error}", True)
         if gang.spec is None:
@@ -278,6 +359,8 @@ class GangRegistry:
         if self.once_satisfied(gang):
             return None
         short: list[str] = []
+        shortfall: list[tuple[str, int]] = []
+        have = 0
         for gid, other in zip(gang.group, self.group(gang), strict=True):
             if other is None or (other.spec is None and other.error is None and not other.children):
                 return Verdict(
@@ -290,8 +373,14 @@ class GangRegistry:
                 return Verdict(f"gang {gang.id}: member gang {gid}: PodGroup not found", False)
             if len(other.children) < other.spec.min_member:
                 short.append(f"{gid} has {len(other.children)} of minMember {other.spec.min_member} pods")
+                shortfall.append((gid, other.spec.min_member))
+                have += len(other.children)
         if short:
-            return Verdict(f"gang group [{gang.group_id}] is not ready: {'; '.join(short)}", False)
+            return Verdict(
+                f"gang group [{gang.group_id}] is not ready: {'; '.join(short)}",
+                False,
+                (tuple(shortfall), have),
+            )
         now = self.clock.now()
         for other in self.group(gang):
             if other is not None and other.backoff_until > now:
@@ -320,8 +409,11 @@ class GangRegistry:
         """The pod's fallbacks it has not been told of; from now on they count as told."""
         if pod.key not in self.gang_of_pod:
             return []
+        found = self.fallbacks(pod)
+        if not found:
+            return found
         told = self._told.setdefault(pod.key, set())
-        new = [f for f in self.fallbacks(pod) if f not in told]
+        new = [f for f in found if f not in told]
         told.update(new)
         return new
 

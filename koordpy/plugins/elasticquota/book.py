@@ -158,6 +158,25 @@ def _list(names: Sequence[str], values: Int64Array, mask: BoolArray | None = Non
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class QuotaFigures:
+    """One quota's figures as the metrics export them: amounts in canonical units (cpu in
+    millicores, as Koordinator's metrics give it) by field, then resource."""
+
+    namespace: str
+    name: str
+    # Koordinator's tree: the parent's name, the tree id, whether the quota is a parent
+    parent: str
+    tree_id: str
+    is_parent: bool
+    fields: Mapping[str, Mapping[str, int]]
+    pending_pods: int
+
+
+def _ints(names: Sequence[str], values: Int64Array, mask: BoolArray) -> dict[str, int]:
+    return {name: int(values[j]) for j, name in enumerate(names) if mask[j] and int(values[j]) < UNLIMITED}
+
+
 class QuotaBook:
     """The part both API groups share: objects, pods, the sums, and dry-run views."""
 
@@ -208,6 +227,10 @@ class QuotaBook:
 
     def summary(self) -> list[dict[str, Any]]:
         """One row per ElasticQuota object, for the simulate report."""
+        raise NotImplementedError
+
+    def figures(self) -> list[QuotaFigures]:
+        """The figures of every quota in scheduling, for the metrics (read at scrape time)."""
         raise NotImplementedError
 
     # ------------------------------------------------------------------ state
@@ -677,6 +700,44 @@ class KoordinatorBook(QuotaBook):
             rows.append(out)
         return rows
 
+    def figures(self) -> list[QuotaFigures]:
+        """min, max, runtime, request and used of every quota of the tree but the root (the
+        cluster), in the resources each manages, as Koordinator's scheduler_elastic_quota_status
+        gives them; quotas with a problem are left out."""
+        if not self.active:
+            return []
+        self.ensure()
+        tree = self.tree
+        state = self.runtime()
+        used, _ = self.used()
+        pending = self.pending_pods()
+        names = tree.resources
+        out: list[QuotaFigures] = []
+        for row in range(1, tree.size):
+            if not tree.active[row]:
+                continue
+            quota = tree.quotas[row]
+            managed = tree.max_mask[row]
+            parent = int(tree.parent[row])
+            out.append(
+                QuotaFigures(
+                    namespace=quota.namespace if quota is not None else "",
+                    name=tree.names[row],
+                    parent=tree.names[parent] if parent >= 0 else "",
+                    tree_id=quota.tree_id if quota is not None else "",
+                    is_parent=bool(tree.is_parent[row]),
+                    fields={
+                        "min": _ints(names, tree.min[row], tree.min_mask[row]),
+                        "max": _ints(names, tree.max[row], managed),
+                        "runtime": _ints(names, state.runtime[row], managed),
+                        "request": _ints(names, state.request[row], managed),
+                        "used": _ints(names, used[row], managed),
+                    },
+                    pending_pods=pending.get(row, 0),
+                )
+            )
+        return out
+
 
 # ================================================================================ scheduler-plugins
 class NamespaceBook(QuotaBook):
@@ -824,6 +885,40 @@ class NamespaceBook(QuotaBook):
                 }
             )
         return rows
+
+    def figures(self) -> list[QuotaFigures]:
+        """min and max as the spec states them, and used (what the quota's placed and reserved
+        pods request, in the resources the spec names or the pods use), of every quota without
+        a problem."""
+        if not self.active:
+            return []
+        self.ensure()
+        quotas = self.quotas
+        used = self.used()
+        pending = self.pending_pods()
+        out: list[QuotaFigures] = []
+        for row, quota in enumerate(quotas.quotas):
+            if not quotas.valid[row]:
+                continue
+            named = np.array(
+                [n in quota.min or n in (quota.max or {}) for n in quotas.resources], dtype=np.bool_
+            )
+            out.append(
+                QuotaFigures(
+                    namespace=quota.namespace,
+                    name=quota.name,
+                    parent="",
+                    tree_id="",
+                    is_parent=False,
+                    fields={
+                        "min": dict(quota.min),
+                        "max": dict(quota.max or {}),
+                        "used": _ints(quotas.resources, used[row], named | (used[row] > 0)),
+                    },
+                    pending_pods=pending.get(row, 0),
+                )
+            )
+        return out
 
 
 def nominated_requests(

@@ -8,7 +8,7 @@ own controller (common.py).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -24,6 +24,7 @@ from koordpy.framework.interfaces import (
     NODE_UPDATE,
     POD_ALL,
     ClusterEvent,
+    ClusterEventWithHint,
     FilterPlugin,
     FilterResult,
     Plugin,
@@ -31,6 +32,8 @@ from koordpy.framework.interfaces import (
     PreFilterPlugin,
     PreFilterResult,
     PreScorePlugin,
+    QueueingHint,
+    QueueingHints,
     ScoreExtensions,
     ScorePlugin,
 )
@@ -161,8 +164,22 @@ SYSTEM_DEFAULT_CONSTRAINTS: tuple[TopologySpreadConstraint, ...] = (
 
 
 # --------------------------------------------------------------------------------------------- plugin
+def _departs(old: Pod, new: Pod) -> bool:
+    """A placed pod that finished or began terminating: it leaves what the counts count."""
+    return (new.is_terminal and not old.is_terminal) or (
+        new.deletion_ts is not None and old.deletion_ts is None
+    )
+
+
 class PodTopologySpread(
-    Plugin, PreFilterPlugin, PreFilterExtensions, FilterPlugin, PreScorePlugin, ScorePlugin, ScoreExtensions
+    Plugin,
+    PreFilterPlugin,
+    PreFilterExtensions,
+    FilterPlugin,
+    PreScorePlugin,
+    ScorePlugin,
+    ScoreExtensions,
+    QueueingHints,
 ):
     NAME = NAME
     Args = PodTopologySpreadArgs
@@ -182,6 +199,61 @@ class PodTopologySpread(
         # pods: an added, relabelled or deleted pod changes the counts; nodes: a new, removed or
         # relabelled/retainted node changes the domains and which nodes count
         return (POD_ALL, NODE_ADD, NODE_UPDATE, NODE_DELETE)
+
+    # ----------------------------------------------------------------------------- queueing hints
+    def queueing_hints(self) -> Sequence[ClusterEventWithHint]:
+        return (
+            ClusterEventWithHint(POD_ALL, self.after_pod_change),
+            ClusterEventWithHint(NODE_ADD, self.after_node_change),
+            ClusterEventWithHint(NODE_UPDATE, self.after_node_change),
+            ClusterEventWithHint(NODE_DELETE, self.after_node_change),
+        )
+
+    def hint_shape(self, pod: Pod) -> Hashable:
+        # what the pod's resolved constraints are made of (see SpreadCache.constraints)
+        own = pod.spread_constraints
+        labels = () if own else tuple(sorted(pod.labels.items()))
+        return pod.namespace, own, pod.controller is None, labels
+
+    def after_pod_change(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        """kube-scheduler's isSchedulableAfterPodChange: a placed pod of the pod's namespace
+        that its constraints select arrives or leaves, or is relabelled in or out of a selector."""
+        if old is not None and new is not None:
+            # a binding is the pod's arrival in the counts; finishing or terminating (the counts
+            # leave terminating pods out), its departure
+            if not old.node_name:
+                old = None
+            elif _departs(old, new):
+                new = None
+        for other in (old, new):
+            if other is not None and (not other.node_name or other.namespace != pod.namespace):
+                return QueueingHint.QUEUE_SKIP
+        constraints = self.constraints(pod, DO_NOT_SCHEDULE)
+        if old is not None and new is not None:
+            if old.labels == new.labels:
+                return QueueingHint.QUEUE_SKIP
+            moved = any(c.selects(old) != c.selects(new) for c in constraints)
+            return QueueingHint.QUEUE if moved else QueueingHint.QUEUE_SKIP
+        changed = new if new is not None else old
+        if changed is not None and any(c.selects(changed) for c in constraints):
+            return QueueingHint.QUEUE
+        return QueueingHint.QUEUE_SKIP
+
+    def after_node_change(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        """kube-scheduler's isSchedulableAfterNodeChange: a node that has every topology key of
+        the pod's constraints appears, goes, or changes those labels or its taints."""
+        keys = [c.topology_key for c in self.constraints(pod, DO_NOT_SCHEDULE)]
+        old_in = old is not None and all(k in old.labels for k in keys)
+        new_in = new is not None and all(k in new.labels for k in keys)
+        if old is not None and new is not None:
+            if old_in != new_in:
+                return QueueingHint.QUEUE
+            if new_in and (
+                any(old.labels.get(k) != new.labels.get(k) for k in keys) or old.taints != new.taints
+            ):
+                return QueueingHint.QUEUE
+            return QueueingHint.QUEUE_SKIP
+        return QueueingHint.QUEUE if old_in or new_in else QueueingHint.QUEUE_SKIP
 
     def constraints(self, pod: Pod, action: str) -> tuple[Constraint, ...]:
         """The pod's constraints with `whenUnsatisfiable == action`, or the default ones."""
