@@ -14,20 +14,14 @@ pod fits exactly one node. kube-scheduler's CI floor for 5,000 nodes is 180 pods
 from __future__ import annotations
 
 import argparse
-import resource
 import sys
-import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.bench_scheduling import machine
-from benchmarks.workload import to_yaml
-from koordpy.config.models import default_configuration
-from koordpy.simulate.loader import load_scenario
-from koordpy.simulate.runner import build_report, build_world
+from benchmarks.workload import simulate_in_phases
 
 KUBE_FLOOR = 180  # pods/s, scheduler_perf's threshold for SchedulingWithExtendedResource
 
@@ -73,27 +67,11 @@ def extended_pods(count: int) -> list[dict[str, Any]]:
 
 
 def run(nodes: int, pods: int) -> None:
-    objects = extended_nodes(nodes) + extended_pods(pods)
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "extended.yaml"
-        path.write_text(to_yaml(objects))
-        t0 = time.perf_counter()
-        scenario = load_scenario([str(path)])
-        t1 = time.perf_counter()
-        world = build_world(scenario, default_configuration())
-        t2 = time.perf_counter()
-        world.run(3600.0)
-        t3 = time.perf_counter()
-        report = build_report(world, scenario)
-        t4 = time.perf_counter()
-    bound = sum(1 for p in report.pods if p.phase == "Bound")
-    width = len(world.scheduler.cache.snapshot.resource_names)
-    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    run = simulate_in_phases(extended_nodes(nodes) + extended_pods(pods))
     print(
-        f"SchedulingWithExtendedResource nodes={nodes} pods={pods} bound={bound} resources={width}\n"
-        f"  load {t1 - t0:7.2f}s  cache {t2 - t1:7.2f}s  schedule {t3 - t2:7.2f}s  report {t4 - t3:6.2f}s"
-        f"  total {t4 - t0:7.2f}s  peak RSS {peak_mib:,.0f} MiB\n"
-        f"  {pods / (t4 - t0):7.0f} pods/s (whole run)  {pods / (t3 - t2):7.0f} pods/s (scheduling only)"
+        f"SchedulingWithExtendedResource nodes={nodes} pods={pods} bound={run.bound}"
+        f" resources={run.resource_names}\n{run.line()}\n"
+        f"  {pods / run.total:7.0f} pods/s (whole run)  {pods / run.schedule:7.0f} pods/s (scheduling only)"
         f"  kube-scheduler floor {KUBE_FLOOR} pods/s"
     )
 

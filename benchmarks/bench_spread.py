@@ -16,20 +16,14 @@ groups at about 12 ms a group.
 from __future__ import annotations
 
 import argparse
-import resource
 import sys
-import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.bench_scheduling import machine
-from benchmarks.workload import to_yaml
-from koordpy.config.models import default_configuration
-from koordpy.simulate.loader import load_scenario
-from koordpy.simulate.runner import build_report, build_world
+from benchmarks.workload import simulate_in_phases
 
 GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 
@@ -92,28 +86,12 @@ def replica_set_gangs(gangs: int, size: int) -> list[dict[str, Any]]:
 
 
 def run(nodes: int, gangs: int, size: int) -> None:
-    objects = cluster(nodes) + replica_set_gangs(gangs, size)
     pods = gangs * size
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "gangs.yaml"
-        path.write_text(to_yaml(objects))
-        t0 = time.perf_counter()
-        scenario = load_scenario([str(path)])
-        t1 = time.perf_counter()
-        world = build_world(scenario, default_configuration())
-        t2 = time.perf_counter()
-        world.run(3600.0)
-        t3 = time.perf_counter()
-        report = build_report(world, scenario)
-        t4 = time.perf_counter()
-    bound = sum(1 for p in report.pods if p.phase == "Bound")
-    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    run = simulate_in_phases(cluster(nodes) + replica_set_gangs(gangs, size))
     print(
-        f"ReplicaSet gangs nodes={nodes} gangs={gangs}x{size} pods={pods} bound={bound}\n"
-        f"  load {t1 - t0:7.2f}s  cache {t2 - t1:7.2f}s  schedule {t3 - t2:7.2f}s  report {t4 - t3:6.2f}s"
-        f"  total {t4 - t0:7.2f}s  peak RSS {peak_mib:,.0f} MiB\n"
-        f"  {1000 * (t3 - t2) / gangs:6.2f} ms per gang (scheduling only)  {pods / (t4 - t0):6.0f} pods/s"
-        f" (whole run)  {pods / (t3 - t2):6.0f} pods/s (scheduling only)"
+        f"ReplicaSet gangs nodes={nodes} gangs={gangs}x{size} pods={pods} bound={run.bound}\n{run.line()}\n"
+        f"  {1000 * run.schedule / gangs:6.2f} ms per gang (scheduling only)  {pods / run.total:6.0f} pods/s"
+        f" (whole run)  {pods / run.schedule:6.0f} pods/s (scheduling only)"
     )
 
 

@@ -4,6 +4,11 @@ constraint, a required node affinity, and a GPU pod with a toleration."""
 
 from __future__ import annotations
 
+import resource
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -122,3 +127,50 @@ def explicit_pods(total_pods: int) -> list[dict[str, Any]]:
 def to_yaml(objects: list[dict[str, Any]]) -> str:
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
     return yaml.dump_all(objects, Dumper=dumper, sort_keys=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Phases:
+    """Seconds spent in each phase of one `koordpy simulate` run, and what it placed."""
+
+    load: float
+    cache: float
+    schedule: float
+    report: float
+    bound: int
+    resource_names: int
+    peak_mib: float
+
+    @property
+    def total(self) -> float:
+        return self.load + self.cache + self.schedule + self.report
+
+    def line(self) -> str:
+        return (
+            f"  load {self.load:7.2f}s  cache {self.cache:7.2f}s  schedule {self.schedule:7.2f}s"
+            f"  report {self.report:6.2f}s  total {self.total:7.2f}s  peak RSS {self.peak_mib:,.0f} MiB"
+        )
+
+
+def simulate_in_phases(objects: list[dict[str, Any]]) -> Phases:
+    """The objects run as `koordpy simulate` runs them, each phase timed."""
+    from koordpy.config.models import default_configuration
+    from koordpy.simulate.loader import load_scenario
+    from koordpy.simulate.runner import build_report, build_world
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "objects.yaml"
+        path.write_text(to_yaml(objects))
+        t0 = time.perf_counter()
+        scenario = load_scenario([str(path)])
+        t1 = time.perf_counter()
+        world = build_world(scenario, default_configuration())
+        t2 = time.perf_counter()
+        world.run(3600.0)
+        t3 = time.perf_counter()
+        report = build_report(world, scenario)
+        t4 = time.perf_counter()
+    bound = sum(1 for p in report.pods if p.phase == "Bound")
+    width = len(world.scheduler.cache.snapshot.resource_names)
+    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return Phases(t1 - t0, t2 - t1, t3 - t2, t4 - t3, bound, width, peak_mib)

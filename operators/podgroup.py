@@ -48,6 +48,7 @@ from koordpy.status.podgroup import (
     occupied_by,
     with_defaulted_condition,
 )
+from operators.memo import controller_in_memo
 
 if TYPE_CHECKING:
     from operators.facts import ClusterFacts
@@ -343,10 +344,7 @@ class PodGroupController:
 
 
 def _controller(memo: Any) -> PodGroupController:
-    controller = memo.get(MEMO_KEY) if isinstance(memo, Mapping) else None
-    if not isinstance(controller, PodGroupController):
-        raise kopf.PermanentError("the PodGroup controller is missing from the operator's memo")
-    return controller
+    return controller_in_memo(memo, MEMO_KEY, PodGroupController, "PodGroup")
 
 
 def register(registry: kopf.OperatorRegistry) -> None:

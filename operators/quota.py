@@ -42,6 +42,7 @@ from koordpy.status.quota import (
     quota_patch,
     spec_fingerprint,
 )
+from operators.memo import controller_in_memo
 from operators.podgroup import StatusApi
 
 if TYPE_CHECKING:
@@ -299,10 +300,7 @@ class QuotaController:
 
 
 def _controller(memo: Any) -> QuotaController:
-    controller = memo.get(MEMO_KEY) if isinstance(memo, Mapping) else None
-    if not isinstance(controller, QuotaController):
-        raise kopf.PermanentError("the ElasticQuota controller is missing from the operator's memo")
-    return controller
+    return controller_in_memo(memo, MEMO_KEY, QuotaController, "ElasticQuota")
 
 
 def register(registry: kopf.OperatorRegistry) -> None:

@@ -31,6 +31,7 @@ from koordpy.status.topology import (
     detail_status,
     parse_layer_chain,
 )
+from operators.memo import controller_in_memo
 from operators.podgroup import StatusApi
 
 if TYPE_CHECKING:
@@ -238,10 +239,7 @@ class TopologyController:
 
 
 def _controller(memo: Any) -> TopologyController:
-    controller = memo.get(MEMO_KEY) if isinstance(memo, Mapping) else None
-    if not isinstance(controller, TopologyController):
-        raise kopf.PermanentError("the topology controller is missing from the operator's memo")
-    return controller
+    return controller_in_memo(memo, MEMO_KEY, TopologyController, "topology")
 
 
 def register(registry: kopf.OperatorRegistry) -> None:

@@ -359,6 +359,14 @@ class QueueingHint(enum.Enum):
 QueueingHintFn = Callable[[Pod, Any, Any], QueueingHint]
 
 
+def pod_departs(old: Pod, new: Pod) -> bool:
+    """Whether a pod update takes the pod out of what filters count: it finished, or began
+    terminating (hints treat that as the pod's delete, as the cache does)."""
+    return (new.is_terminal and not old.is_terminal) or (
+        new.deletion_ts is not None and old.deletion_ts is None
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class ClusterEventWithHint:
     """A registered event and the hint that judges it per pod (None: every such event queues)."""

@@ -48,6 +48,7 @@ from koordpy.framework.interfaces import (
     QueueingHints,
     ScoreExtensions,
     ScorePlugin,
+    pod_departs,
 )
 from koordpy.framework.status import SKIP, Status, unresolvable, unschedulable
 
@@ -257,13 +258,6 @@ def _grouped(items: Iterable[tuple[str, _T]]) -> dict[str, list[_T]]:
     return out
 
 
-def _departs(old: Pod, new: Pod) -> bool:
-    """A placed pod that finished or began terminating: it leaves what the filter counts."""
-    return (new.is_terminal and not old.is_terminal) or (
-        new.deletion_ts is not None and old.deletion_ts is None
-    )
-
-
 class InterPodAffinity(
     Plugin,
     PreFilterPlugin,
@@ -319,7 +313,7 @@ class InterPodAffinity(
             # a binding is an arrival; finishing or terminating, a departure
             if not old.node_name:
                 old = None
-            elif _departs(old, new):
+            elif pod_departs(old, new):
                 new = None
         for other in (old, new):
             if other is not None and not other.node_name:

@@ -36,6 +36,7 @@ from koordpy.framework.interfaces import (
     QueueingHints,
     ScoreExtensions,
     ScorePlugin,
+    pod_departs,
 )
 from koordpy.framework.status import Status
 from koordpy.plugins.podtopologyspread import filtering, scoring
@@ -164,11 +165,6 @@ SYSTEM_DEFAULT_CONSTRAINTS: tuple[TopologySpreadConstraint, ...] = (
 
 
 # --------------------------------------------------------------------------------------------- plugin
-def _departs(old: Pod, new: Pod) -> bool:
-    """A placed pod that finished or began terminating: it leaves what the counts count."""
-    return (new.is_terminal and not old.is_terminal) or (
-        new.deletion_ts is not None and old.deletion_ts is None
-    )
 
 
 class PodTopologySpread(
@@ -223,7 +219,7 @@ class PodTopologySpread(
             # leave terminating pods out), its departure
             if not old.node_name:
                 old = None
-            elif _departs(old, new):
+            elif pod_departs(old, new):
                 new = None
         for other in (old, new):
             if other is not None and (not other.node_name or other.namespace != pod.namespace):
