@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 export KOORDPY_CACHE_DIR ?= $(HOME)/.cache/koordpy
 
-.PHONY: install demo test lint unit e2e controlplane bench fuzz clean
+.PHONY: install demo test lint unit e2e controlplane browser bench fuzz clean
 
 $(STAMP): pyproject.toml
 	@echo "koordpy: creating $(VENV) and installing koordpy with its dependencies and development tools (a minute or two the first time)"
@@ -33,10 +33,14 @@ controlplane:
 	@if command -v go >/dev/null 2>&1; then bash hack/controlplane/build.sh; \
 	else echo "koordpy: no Go toolchain: the end-to-end tests will be skipped (a failure under CI=true)"; fi
 
+# Chromium from the distribution's packages, for the browser test of `koordpy simulate --html`
+browser:
+	@bash hack/browser/install.sh
+
 e2e: install controlplane
 	$(BIN)/pytest -q tests/e2e
 
-test: lint controlplane
+test: lint controlplane browser
 	$(BIN)/pytest -q
 
 # the fuzz suite of tests/fuzz with its long hypothesis profile (minutes); `make test` runs it briefly

@@ -8,11 +8,25 @@ in-memory world with the default configuration. Prints figures; asserts nothing.
 - PreemptionAsync: the same cluster; while 5,000 (per 5,000 nodes) plain pods (100m, 500Mi) are
   created at once and measured, a high-priority pod is created every 200 ms of wall time (the
   `churn` op), as upstream.
+- JobPreemption (`job`, koordpy's own: scheduler_perf has no job-level preemption): the same
+  full cluster, then gangs of 8 high-priority pods (priority 10, 3 CPU; Koordinator gang
+  annotations, min-available 8) created at once: each member must evict 3 pods of a node, so each
+  gang evicts on 8 nodes through Coscheduling's PostFilter. Run on the virtual clock to the end.
+- TopologyJobPreemption (`topology`): the same with the nodes in racks of 16
+  (`topology.kubernetes.io/rack`, a ClusterNetworkTopology zone > rack > node) and each gang
+  asking for MustGather on the rack.
+
+Printed for the job-level cases: the whole run until every gang is bound, and the time spent in
+job-level preemption itself (wall and CPU per preemption). `--compare` runs each job-level case
+twice, the trial doing every step (`JobPreemption.arrays` off, as before the array planning) and
+then over the arrays, and says whether both evicted the same pods on the same nodes and bound
+every pod to the same node.
 
 The virtual clock follows wall time during the measured phase (backoff and the victims' grace
 period, 0 s here, run as on a cluster), and jumps ahead only when nothing else can happen.
 
-    python benchmarks/bench_preemption.py [--quick] [--workload basic async] [--profile]
+    python benchmarks/bench_preemption.py [--quick] [--workload basic async job topology] [--compare]
+        [--profile]
 """
 
 from __future__ import annotations
@@ -30,8 +44,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.bench_scheduling import machine
+
+# the zone/rack ClusterNetworkTopology of the topology benchmark's TAS workload
+from benchmarks.bench_topology import RACK_KEY, ZONE_KEY
+from benchmarks.bench_topology import TAS_SPEC as RACK_SPEC
+from benchmarks.bench_topology import TAS_TOPOLOGY as TOPOLOGY
 from koordpy.api.node import Node
 from koordpy.config.models import default_configuration
+from koordpy.plugins.coscheduling.preemption import JobPreemption
 from koordpy.simulate.loader import Scenario
 from koordpy.simulate.memory import MemoryCluster
 from koordpy.simulate.runner import build_world
@@ -46,13 +66,28 @@ QUICK = {
     "async": (500, 2000, 500),
 }
 CHURN_INTERVAL = 0.2
+# job-level cases: (nodes, init pods, gangs), each run at every size listed
+JOB_SIZES = {
+    "job": [(1000, 4000, 20), (5000, 20000, 20)],
+    "topology": [(1000, 4000, 20), (5000, 20000, 20)],
+}
+JOB_QUICK = {
+    "job": [(500, 2000, 10)],
+    "topology": [(512, 2048, 10)],
+}
+GANG_SIZE = 8
+RACK_SIZE = 16
 
 
-def node(i: int) -> dict[str, Any]:
+def node(i: int, racks: bool = False) -> dict[str, Any]:
+    labels = {"kubernetes.io/hostname": f"n{i}"}
+    if racks:
+        labels[ZONE_KEY] = f"zone-{i // (RACK_SIZE * 8)}"
+        labels[RACK_KEY] = f"rack-{i // RACK_SIZE}"
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": f"scheduler-perf-{i:05d}", "labels": {"kubernetes.io/hostname": f"n{i}"}},
+        "metadata": {"name": f"scheduler-perf-{i:05d}", "labels": labels},
         "status": {"allocatable": {"pods": "110", "cpu": "4", "memory": "32Gi"}},
     }
 
@@ -89,6 +124,95 @@ def pod(name: str, spec: dict[str, Any]) -> dict[str, Any]:
         "metadata": {"name": name, "namespace": "default"},
         "spec": spec,
     }
+
+
+def gang_member(gang: int, i: int, topology: bool) -> dict[str, Any]:
+    annotations = {
+        "gang.scheduling.koordinator.sh/name": f"gang-{gang}",
+        "gang.scheduling.koordinator.sh/min-available": str(GANG_SIZE),
+    }
+    if topology:
+        annotations["gang.scheduling.koordinator.sh/network-topology-spec"] = RACK_SPEC
+    obj = pod(f"gang-{gang}-{i}", {**HIGH, "schedulerName": "koord-scheduler"})
+    obj["metadata"]["annotations"] = annotations
+    return obj
+
+
+class PreemptionTimer:
+    """Time spent in job-level preemption, per call."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.seconds = 0.0
+        self.cpu = 0.0
+        self.original = JobPreemption.preempt
+
+    def __enter__(self) -> PreemptionTimer:
+        original = self.original
+
+        def timed(jp: JobPreemption, *args: Any) -> Any:
+            t, c = time.perf_counter(), time.process_time()
+            try:
+                return original(jp, *args)
+            finally:
+                self.seconds += time.perf_counter() - t
+                self.cpu += time.process_time() - c
+                self.calls += 1
+
+        JobPreemption.preempt = timed  # type: ignore[method-assign,assignment]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        JobPreemption.preempt = self.original  # type: ignore[method-assign]
+
+
+def filled_world(nodes: int, init: int, topology: bool = False) -> tuple[MemoryCluster, float]:
+    """`nodes` nodes (in zones and racks with `topology`) filled with `init` low-priority pods, all
+    scheduled; returns the world and the seconds the initial run took."""
+    scenario = Scenario()
+    scenario.nodes.extend(Node.from_dict(node(i, racks=topology)) for i in range(nodes))
+    if topology:
+        scenario.topologies.append(TOPOLOGY)
+    world = build_world(scenario, default_configuration())
+    for i in range(init):
+        world.add_pod(pod(f"low-{i}", LOW))
+    t_init = time.perf_counter()
+    world.run(3600)
+    return world, time.perf_counter() - t_init
+
+
+def run_jobs(
+    workload: str, nodes: int, init: int, gangs: int, profile: bool, arrays: bool = True
+) -> tuple[list[tuple[str, str]], dict[str, str]]:
+    """One job-level case; returns the evictions (victim, node) and where each gang pod is bound."""
+    JobPreemption.arrays = arrays
+    topology = workload == "topology"
+    world, t_init = filled_world(nodes, init, topology)
+    keys = [world.add_pod(gang_member(g, i, topology)).key for g in range(gangs) for i in range(GANG_SIZE)]
+    prof = cProfile.Profile() if profile else None
+    with PreemptionTimer() as timer:
+        if prof is not None:
+            prof.enable()
+        start = time.perf_counter()
+        world.run(3600)
+        elapsed = time.perf_counter() - start
+        if prof is not None:
+            prof.disable()
+    views = world.views
+    bound = sum(1 for k in keys if views[k].node_name and k not in world.deleted)
+    name = "TopologyJobPreemption" if topology else "JobPreemption"
+    calls = max(timer.calls, 1)
+    print(
+        f"{name:<21} {'arrays' if arrays else 'trial ':<6} nodes={nodes:<5} init={init:<6} "
+        f"gangs={gangs}x{GANG_SIZE} bound={bound:<4} evicted={len(world.evictions):<4} "
+        f"init-run={t_init:6.2f}s measured-run={elapsed:6.2f}s {1000 * elapsed / gangs:7.1f} ms/gang  "
+        f"preemptions={timer.calls} {1000 * timer.seconds / calls:7.1f} ms/preemption "
+        f"({1000 * timer.cpu / calls:7.1f} ms CPU)"
+    )
+    if prof is not None:
+        pstats.Stats(prof).sort_stats(os.environ.get("SORT", "cumulative")).print_stats(40)
+    JobPreemption.arrays = True
+    return [(e.victim, e.node) for e in world.evictions], {k: views[k].node_name for k in keys}
 
 
 class Driver:
@@ -163,14 +287,7 @@ class Progress:
 
 
 def run(workload: str, nodes: int, init: int, measured: int, floor: int | None, profile: bool) -> None:
-    scenario = Scenario()
-    scenario.nodes.extend(Node.from_dict(node(i)) for i in range(nodes))
-    world = build_world(scenario, default_configuration())
-    for i in range(init):
-        world.add_pod(pod(f"low-{i}", LOW))
-    t_init = time.perf_counter()
-    world.run(3600)
-    t_init = time.perf_counter() - t_init
+    world, t_init = filled_world(nodes, init)
     prof = cProfile.Profile() if profile else None
     driver = Driver(world)
     driver.t0 = time.perf_counter()
@@ -215,12 +332,28 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--quick", action="store_true", help="500 nodes, 2,000 init pods, 500 measured")
-    parser.add_argument("--workload", nargs="+", choices=sorted(SIZES), default=["basic", "async"])
+    parser.add_argument(
+        "--quick", action="store_true", help="500 nodes, 2,000 init pods, 500 measured (job cases: 10 gangs)"
+    )
+    parser.add_argument(
+        "--workload", nargs="+", choices=[*SIZES, *JOB_SIZES], default=["basic", "async", "job", "topology"]
+    )
     parser.add_argument("--profile", action="store_true", help="cProfile the measured phase")
+    parser.add_argument(
+        "--compare", action="store_true", help="job-level cases: the trial first, then the arrays"
+    )
     args = parser.parse_args()
     print(f"machine: {machine()}")
     for workload in args.workload:
+        if workload in JOB_SIZES:
+            for job_sizes in (JOB_QUICK if args.quick else JOB_SIZES)[workload]:
+                if args.compare:
+                    trial = run_jobs(workload, *job_sizes, args.profile, arrays=False)
+                    same = run_jobs(workload, *job_sizes, args.profile) == trial
+                    print(f"  same evictions and bindings as the trial: {'yes' if same else 'NO'}")
+                else:
+                    run_jobs(workload, *job_sizes, args.profile)
+            continue
         sizes, floor = SIZES[workload]
         if args.quick:
             sizes = QUICK[workload]

@@ -3,8 +3,9 @@
 
 Every node advertises an extended resource of its own (`foo.com/bar-<i>: 1`, besides 4 CPUs,
 32Gi and 110 pods, upstream's node-with-extended-resource.yaml) and pod i asks for one
-`foo.com/bar-<i>` (pod-with-extended-resource.yaml), so each node adds a resource column and each
-pod fits exactly one node. kube-scheduler's CI floor for 5,000 nodes is 180 pods/s.
+`foo.com/bar-<i>` (pod-with-extended-resource.yaml), so each node adds a resource name (a sparse
+one: a single node carries it) and each pod fits exactly one node. Peak RSS and process CPU are
+printed beside the phases. kube-scheduler's CI floor for 5,000 nodes is 180 pods/s.
 
     python benchmarks/bench_resources.py            # 5,000 nodes, 5,000 pods (upstream's size)
     python benchmarks/bench_resources.py --quick    # 500 nodes, 500 pods
@@ -14,6 +15,7 @@ pod fits exactly one node. kube-scheduler's CI floor for 5,000 nodes is 180 pods
 from __future__ import annotations
 
 import argparse
+import resource
 import sys
 from pathlib import Path
 from typing import Any
@@ -66,11 +68,19 @@ def extended_pods(count: int) -> list[dict[str, Any]]:
     ]
 
 
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run(nodes: int, pods: int) -> None:
+    # CPU time beside wall time: on a shared machine the wall figures move with the load
+    cpu = _cpu_seconds()
     run = simulate_in_phases(extended_nodes(nodes) + extended_pods(pods))
+    cpu = _cpu_seconds() - cpu
     print(
         f"SchedulingWithExtendedResource nodes={nodes} pods={pods} bound={run.bound}"
-        f" resources={run.resource_names}\n{run.line()}\n"
+        f" resources={run.resource_names}\n{run.line()}  process CPU {cpu:.2f}s\n"
         f"  {pods / run.total:7.0f} pods/s (whole run)  {pods / run.schedule:7.0f} pods/s (scheduling only)"
         f"  kube-scheduler floor {KUBE_FLOOR} pods/s"
     )

@@ -13,6 +13,12 @@ node. Gang pods ask for 1 GPU and 4 CPUs. Timed separately:
 - plan:   `plan_placement`, offers summed per layer, candidate search, binpack and distribution;
 - total:  Coscheduling's `plan_batch` as a scheduling cycle calls it (offers + plan + bookkeeping).
 
+Then a stream of node updates on the same 4,096 nodes, as a real cluster sends them (status
+updates that reach the scheduler, and with `moves` one node per gang relabelled to another block),
+`--updates-per-gang` of them between consecutive 4-pod gangs that must gather in one block; printed
+as milliseconds per node update and per gang, with the tree rebuilt after any node change (the rule
+before) and with the tree following only the nodes' presence and the labels its layers read.
+
 Then kube-scheduler's scheduler_perf podgroup/tas workload (5000Nodes_750Gangs_3000Pods): 5,000
 nodes of 4 CPUs, 100 per zone and per rack (node-i in zone-(i/100) and rack-(i/100)), 750 gangs of
 4 pods (100m CPU, 100Mi) that must gather in one rack, scheduled to the end on the virtual clock
@@ -21,6 +27,7 @@ apart).
 
     .venv/bin/python benchmarks/bench_topology.py [--spines 8] [--blocks 16] [--nodes-per-block 32]
         [--gang 256] [--repeats 7] [--tas-nodes 5000] [--tas-gangs 750] [--tas-pods 4] [--only-tas]
+        [--stream-gangs 200] [--stream-pods 4] [--updates-per-gang 8] [--only-stream]
 """
 
 from __future__ import annotations
@@ -307,6 +314,123 @@ def run_tas(args: argparse.Namespace) -> None:
     )
 
 
+BLOCK_SPEC = '{"gatherStrategy":[{"layer":"BlockLayer","strategy":"MustGather"}]}'
+
+
+def stream_world(args: argparse.Namespace) -> tuple[MemoryCluster, list[Node]]:
+    """The 3-layer cluster of the gather cases (4,096 nodes by default), its topology, and a
+    MemoryCluster to carry out the bindings."""
+    clock = VirtualClock(0.0)
+    world = MemoryCluster(Scheduler(default_configuration(), registry(), clock), clock)
+    nodes = [
+        node(f"node-{s:02d}-{b:02d}-{n:02d}", f"s{s}", f"b{b}")
+        for s in range(args.spines)
+        for b in range(args.blocks)
+        for n in range(args.nodes_per_block)
+    ]
+    for item in nodes:
+        world.add_node(item)
+    world.scheduler.on_object("ClusterNetworkTopology", "Add", TOPOLOGY)
+    return world, nodes
+
+
+def updated(item: Node, beat: int, block: str | None = None) -> Node:
+    """The node as a status update that reaches the scheduler shows it (an annotation written with
+    the heartbeat, so the world passes it on); with `block`, moved to that block as well."""
+    labels = {SPINE_KEY: item.labels[SPINE_KEY], BLOCK_KEY: block or item.labels[BLOCK_KEY]}
+    return Node.from_dict(
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": item.name,
+                "labels": labels,
+                "annotations": {"example.com/heartbeat": str(beat)},
+            },
+            "status": {"allocatable": {"cpu": "64", "memory": "512Gi", "pods": "110", GPU: "8"}},
+        }
+    )
+
+
+def run_stream(args: argparse.Namespace, moves: bool, every_change_rebuilds: bool) -> dict[str, str]:
+    """Node updates streaming in between 4-pod topology gangs, as on a real cluster: per gang,
+    `--updates-per-gang` node updates, then the gang's pods, scheduled to the end. With `moves`,
+    one of the updates per gang also moves its node to another block. With
+    `every_change_rebuilds`, the topology tree is dropped after the updates, as it was before the
+    tree followed only the labels its layers read (the next plan builds it anew). Returns where
+    each pod went."""
+    world, nodes = stream_world(args)
+    scheduler = world.scheduler
+    coscheduling: Any = scheduler.profiles["koord-scheduler"].plugin("Coscheduling")
+    view = coscheduling.topology
+    world.run(60.0)
+    rng = random.Random(16)
+    update_s = gang_s = 0.0
+    beat = 0
+    for g in range(args.stream_gangs):
+        batch = []
+        for u in range(args.updates_per_gang):
+            beat += 1
+            i = rng.randrange(len(nodes))
+            block = f"b{rng.randrange(args.blocks)}" if moves and u == 0 else None
+            nodes[i] = updated(nodes[i], beat, block)
+            batch.append(nodes[i])
+        t0 = time.perf_counter()
+        for item in batch:
+            scheduler.on_node_update(item)
+        update_s += time.perf_counter() - t0
+        if every_change_rebuilds:
+            view._reset()  # the rule before: any node change, a new tree at the next plan
+        t0 = time.perf_counter()
+        with scheduler.bulk():
+            for i in range(args.stream_pods):
+                world.add_pod(
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Pod",
+                        "metadata": {
+                            "name": f"g{g}-{i}",
+                            "namespace": "default",
+                            "annotations": {
+                                "gang.scheduling.koordinator.sh/name": f"g{g}",
+                                "gang.scheduling.koordinator.sh/min-available": str(args.stream_pods),
+                                "gang.scheduling.koordinator.sh/network-topology-spec": BLOCK_SPEC,
+                            },
+                        },
+                        "spec": {
+                            "schedulerName": "koord-scheduler",
+                            "containers": [
+                                {
+                                    "name": "main",
+                                    "image": "trainer",
+                                    "resources": {"requests": {"cpu": "1", "memory": "1Gi", GPU: "1"}},
+                                }
+                            ],
+                        },
+                    }
+                )
+        world.run(60.0)
+        gang_s += time.perf_counter() - t0
+    updates = max(args.stream_gangs * args.updates_per_gang, 1)
+    bound = sum(1 for key in world.order if scheduler.cache.pod_state(key) is not None)
+    rule = "before (any change rebuilds)" if every_change_rebuilds else "after (labels the layers read)"
+    print(
+        f"{'stream, moves' if moves else 'stream, heartbeats':<20} {rule:<31} nodes={len(nodes):<5} "
+        f"gangs={args.stream_gangs}x{args.stream_pods} updates={updates:<5} bound={bound:<5} "
+        f"{update_s * 1000 / updates:6.3f} ms per node update  "
+        f"{gang_s * 1000 / args.stream_gangs:6.2f} ms per gang  "
+        f"(tree builds {view.builds}, updates {view.updates})"
+    )
+    return {key: state.node_name for key in world.order if (state := scheduler.cache.pod_state(key))}
+
+
+def run_streams(args: argparse.Namespace) -> None:
+    for moves in (False, True):
+        before = run_stream(args, moves, every_change_rebuilds=True)
+        after = run_stream(args, moves, every_change_rebuilds=False)
+        print(f"{'':<20} same placements before and after: {'yes' if before == after else 'NO'}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -320,10 +444,17 @@ def main() -> None:
     parser.add_argument("--tas-gangs", type=int, default=750)
     parser.add_argument("--tas-pods", type=int, default=4, help="pods per gang")
     parser.add_argument("--only-tas", action="store_true", help="run only the podgroup/tas workload")
+    parser.add_argument("--stream-gangs", type=int, default=200, help="gangs of the node-update stream")
+    parser.add_argument("--stream-pods", type=int, default=4, help="pods per gang of the stream")
+    parser.add_argument("--updates-per-gang", type=int, default=8)
+    parser.add_argument("--only-stream", action="store_true", help="run only the node-update stream")
     args = parser.parse_args()
     print(f"machine: {machine()}")
     if args.only_tas:
         run_tas(args)
+        return
+    if args.only_stream:
+        run_streams(args)
         return
     print(f"median of {args.repeats} runs")
     prefer = '{"gatherStrategy":[{"layer":"BlockLayer","strategy":"PreferGather"}]}'
@@ -337,6 +468,7 @@ def main() -> None:
     run_case("hostPort, one per node", args, prefer, host_port=8470)
     # a spread constraint makes each pod's fit depend on its siblings: the node-by-node path
     run_case("spread, node by node", args, prefer, spread=True)
+    run_streams(args)
     run_tas(args)
 
 

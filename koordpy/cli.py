@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from koordpy import __version__
@@ -13,6 +15,7 @@ from koordpy.config.errors import ConfigError
 from koordpy.config.known_plugins import ALLOW_UNSUPPORTED_FLAG
 
 if TYPE_CHECKING:
+    from koordpy.cluster.snapshot import ConfigurationFound
     from koordpy.config.models import SchedulerConfiguration
     from koordpy.framework.profile import CheckedConfiguration
 
@@ -83,6 +86,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             f"koordpy: invalid option: --max-objects must be at least 1, got {max_objects}", file=sys.stderr
         )
         return EXIT_INVALID_INPUT
+    if args.from_cluster:
+        return cmd_dry_run(args, max_objects)
+    if code := _dry_run_flags_alone(args):
+        return code
     try:
         if args.config:
             # the configuration's reader composes and walks what it reads: bounded like the input
@@ -130,6 +137,14 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             text = render_table(report)
     except Exception as err:
         return _internal_error(err)
+    if args.html:
+        from koordpy.simulate.html import write_html
+
+        try:
+            write_html(report.to_dict(), args.html)
+        except OSError as err:
+            print(f"koordpy: cannot write --html {args.html}: {err.strerror or err}", file=sys.stderr)
+            return EXIT_FAILURE
     # the YAML rendering ends its last line itself; the others are followed by an empty line
     print(text, end="" if args.output == "yaml" else "\n")
     return 0
@@ -152,8 +167,14 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("paths", nargs="+", metavar="PATH", help="YAML file, directory, or - for stdin")
     sim.add_argument("--config", help="scheduler configuration (KubeSchedulerConfiguration)")
     _add_allow_unsupported(sim)
+    _add_dry_run_flags(sim)
     sim.add_argument("--output", "-o", choices=("table", "json", "yaml"), default="table")
     sim.add_argument("--max-virtual-seconds", type=float, default=3600.0)
+    sim.add_argument(
+        "--html",
+        metavar="FILE",
+        help="also write the report as a self-contained page: the timeline as charts, the per-pod table",
+    )
     sim.add_argument(
         "--max-objects",
         type=int,
@@ -323,6 +344,283 @@ def _add_operators_command(sub: Any) -> None:
 
 
 _EXTRA_COMMANDS.append(_add_operators_command)
+
+
+# ------------------------------------------------------------------------------------- the live cluster
+def _add_cluster_flags(container: Any, *, configmap_help: str) -> None:
+    container.add_argument(
+        "--kubeconfig", help="kubeconfig file (default: in-cluster, then $KUBECONFIG or ~/.kube/config)"
+    )
+    container.add_argument("--context", help="kubeconfig context to use")
+    container.add_argument("--configmap", metavar="NS/NAME[:KEY]", help=configmap_help)
+
+
+_DRY_RUN_ONLY = ("kubeconfig", "context", "configmap", "all")
+
+
+def _add_dry_run_flags(sim: argparse.ArgumentParser) -> None:
+    group = sim.add_argument_group(
+        "dry run against a live cluster",
+        "with --from-cluster, the PATHs are manifests to submit: the cluster is read (read-only) and "
+        "the report tells where their pods would go and what they would preempt (docs/dry-run.md)",
+    )
+    group.add_argument(
+        "--from-cluster",
+        action="store_true",
+        help="schedule the manifests on a snapshot of the live cluster, taken in memory",
+    )
+    _add_cluster_flags(
+        group,
+        configmap_help="the ConfigMap holding koordpy's configuration (default: the one the chart's "
+        "scheduler pods mount; --config takes precedence)",
+    )
+    group.add_argument(
+        "--all", action="store_true", help="report every pod of the cluster, not only the new ones"
+    )
+
+
+def _dry_run_flags_alone(args: argparse.Namespace) -> int:
+    """A cluster flag without --from-cluster would be silently ignored: refused instead."""
+    given = [f"--{name}" for name in _DRY_RUN_ONLY if getattr(args, name, None)]
+    if not given:
+        return 0
+    print(
+        f"koordpy: invalid option: {', '.join(given)} can only be used with --from-cluster", file=sys.stderr
+    )
+    return EXIT_INVALID_INPUT
+
+
+@dataclass(slots=True)
+class _ClusterRead:
+    checked: CheckedConfiguration
+    source: str
+    text: str | None
+    warnings: list[str]
+    summary: str
+    allow_unsupported_plugins: bool
+
+
+def _checked_cluster_config(
+    found: ConfigurationFound, allow_unsupported_plugins: bool
+) -> CheckedConfiguration:
+    from koordpy.config.models import read_configuration
+    from koordpy.framework.profile import check_configuration
+    from koordpy.plugins import registry
+
+    if found.document is None:
+        return _load_run_config(None, allow_unsupported_plugins)
+    reading = read_configuration(found.document, found.source)
+    allow = allow_unsupported_plugins or found.allow_unsupported_plugins
+    return check_configuration(reading, registry(), allow)
+
+
+async def _read_cluster(args: argparse.Namespace, emit: Callable[[dict[str, Any]], object]) -> _ClusterRead:
+    """The configuration koordpy runs with in the cluster (or --config's), then every object the
+    scheduler reads, handed to `emit`."""
+    import time
+    from pathlib import Path
+
+    from koordpy.cluster.snapshot import ConfigurationFound, read_configuration_in_use, take_snapshot
+    from koordpy.config.models import load_document
+    from koordpy.kubeapi import KubeApi
+
+    api = await KubeApi.connect(args.kubeconfig, args.context)
+    try:
+        if args.config:
+            found = ConfigurationFound(
+                load_document(args.config), Path(args.config).read_text(), f"--config {args.config}"
+            )
+        else:
+            found = await read_configuration_in_use(api, args.configmap)
+        checked = _checked_cluster_config(found, args.allow_unsupported_plugins)
+        names = [profile.schedulerName for profile in checked.config.profiles]
+        summary = await take_snapshot(api, emit, names, time.time())
+    finally:
+        await api.close()
+    return _ClusterRead(
+        checked,
+        found.source or "koordpy run's defaults: no configuration found in the cluster",
+        found.text,
+        summary.warnings,
+        summary.line(),
+        args.allow_unsupported_plugins or found.allow_unsupported_plugins,
+    )
+
+
+def _cluster_errors(run: Callable[[], int], config: str | None) -> int:
+    """What reading a cluster may fail with, each in one line."""
+    from koordpy.cluster.snapshot import SnapshotError
+    from koordpy.kubeapi import CredentialsError
+    from koordpy.simulate.documents import ScenarioError
+
+    try:
+        return run()
+    except ConfigError as err:
+        return _config_error(err, config)
+    except ScenarioError as err:
+        print(f"koordpy: invalid configuration: {err}", file=sys.stderr)
+        return EXIT_INVALID_INPUT
+    except (SnapshotError, CredentialsError) as err:
+        print(f"koordpy: {err}", file=sys.stderr)
+        return EXIT_FAILURE
+    except Exception as err:
+        return _internal_error(err)
+
+
+def cmd_dry_run(args: argparse.Namespace, max_objects: int) -> int:
+    import asyncio
+    import io
+
+    from koordpy.cluster.snapshot import dump_document
+    from koordpy.simulate.documents import STDIN, STDIN_LABEL, ScenarioError, check_yaml_file
+    from koordpy.simulate.dryrun import (
+        dry_run,
+        new_pod_keys,
+        render_dry_run_json,
+        render_dry_run_table,
+        render_dry_run_yaml,
+    )
+    from koordpy.simulate.loader import load_scenario
+
+    if STDIN in args.paths:
+        print("koordpy: invalid input: with --from-cluster, name the manifests as files", file=sys.stderr)
+        return EXIT_INVALID_INPUT
+    if args.config and args.configmap:
+        print("koordpy: invalid option: --config and --configmap exclude each other", file=sys.stderr)
+        return EXIT_INVALID_INPUT
+    if getattr(args, "html", None):
+        print("koordpy: invalid option: --html does not go with --from-cluster", file=sys.stderr)
+        return EXIT_INVALID_INPUT
+    documents: list[str] = []
+
+    def read() -> int:
+        if args.config:
+            check_yaml_file(args.config)
+        found = asyncio.run(_read_cluster(args, lambda obj: documents.append(dump_document(obj))))
+        for warning in [*found.checked.notices.warnings(), *found.warnings]:
+            print(f"koordpy: warning: {warning}", file=sys.stderr)
+        reads.append(found)
+        return 0
+
+    reads: list[_ClusterRead] = []
+    if code := _cluster_errors(read, args.config):
+        return code
+    cluster = reads[0]
+    snapshot = io.StringIO("".join(documents))
+    documents.clear()
+    try:
+        scenario = load_scenario([STDIN, *args.paths], stdin=snapshot, max_objects=max_objects)
+    except ScenarioError as err:
+        where = "the cluster snapshot" if err.file == STDIN_LABEL else "invalid input"
+        print(f"koordpy: {where}: {str(err).replace(STDIN_LABEL, '<cluster>')}", file=sys.stderr)
+        return EXIT_INVALID_INPUT
+    except Exception as err:
+        return _internal_error(err)
+    try:
+        report = dry_run(
+            scenario,
+            cluster.checked.config,
+            new_pod_keys(scenario, STDIN_LABEL),
+            everything=args.all,
+            max_virtual_seconds=args.max_virtual_seconds,
+            configuration=cluster.source,
+        )
+        if args.output == "json":
+            text = render_dry_run_json(report)
+        elif args.output == "yaml":
+            text = render_dry_run_yaml(report)
+        else:
+            text = render_dry_run_table(report)
+    except Exception as err:
+        return _internal_error(err)
+    print(text, end="")
+    return 0
+
+
+def cmd_snapshot(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from koordpy.cluster.snapshot import config_beside, dump_document
+    from koordpy.simulate.documents import check_yaml_file
+
+    if args.config and args.configmap:
+        print("koordpy: invalid option: --config and --configmap exclude each other", file=sys.stderr)
+        return EXIT_INVALID_INPUT
+    target = args.output if args.output and args.output != "-" else None
+    # written beside and renamed at the end: a snapshot that fails half-way leaves no half file
+    partial = f"{target}.partial" if target else None
+    try:
+        out = open(partial, "w") if partial else sys.stdout  # noqa: SIM115 - closed below
+    except OSError as err:
+        print(f"koordpy: cannot write {target}: {err.strerror}", file=sys.stderr)
+        return EXIT_FAILURE
+    reads: list[_ClusterRead] = []
+
+    def read() -> int:
+        if args.config:
+            check_yaml_file(args.config)
+        out.write("# koordpy snapshot: load it with `koordpy simulate`; the header below says how\n")
+        reads.append(asyncio.run(_read_cluster(args, lambda obj: out.write(dump_document(obj)))))
+        return 0
+
+    try:
+        code = _cluster_errors(read, args.config)
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    if code:
+        if partial:
+            with contextlib.suppress(OSError):
+                os.remove(partial)
+        return code
+    cluster = reads[0]
+    for warning in [*cluster.checked.notices.warnings(), *cluster.warnings]:
+        print(f"koordpy: warning: {warning}", file=sys.stderr)
+    command = f"koordpy simulate {target or 'FILE'}"
+    if target and partial:
+        os.replace(partial, target)
+        if cluster.text is not None:
+            beside = config_beside(target)
+            with open(beside, "w") as config_out:
+                config_out.write(cluster.text)
+            command += f" --config {beside}"
+    elif cluster.text is not None:
+        print(
+            f"koordpy: the configuration ({cluster.source}) is not written with a snapshot on standard "
+            "output: give -o FILE to have it written beside as FILE.config.yaml",
+            file=sys.stderr,
+        )
+    if cluster.allow_unsupported_plugins:
+        command += f" {ALLOW_UNSUPPORTED_FLAG}"
+    print(f"koordpy: snapshot of {cluster.summary or 'an empty cluster'}", file=sys.stderr)
+    print(f"koordpy: configuration: {cluster.source}", file=sys.stderr)
+    print(f"koordpy: simulate it with: {command}", file=sys.stderr)
+    return 0
+
+
+def _add_snapshot_command(sub: Any) -> None:
+    snap = sub.add_parser(
+        "snapshot",
+        help="write a live cluster (read-only) as a scenario that `koordpy simulate` loads",
+        description="Reads nodes, pods (on nodes, and pending for koordpy's profiles), PriorityClasses, "
+        "PodGroups, PodDisruptionBudgets, the ClusterNetworkTopology, ElasticQuotas and koordpy's "
+        "configuration, keeping only what scheduling reads. The configuration goes beside the "
+        "scenario, as FILE.config.yaml.",
+    )
+    _add_cluster_flags(
+        snap,
+        configmap_help="the ConfigMap holding koordpy's configuration (default: the one the chart's "
+        "scheduler pods mount)",
+    )
+    snap.add_argument(
+        "--config", help="the scheduler configuration to write beside, instead of the cluster's"
+    )
+    _add_allow_unsupported(snap)
+    snap.add_argument("-o", "--output", metavar="FILE", help="the scenario file (default: standard output)")
+    snap.set_defaults(func=cmd_snapshot)
+
+
+_EXTRA_COMMANDS.append(_add_snapshot_command)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -24,13 +24,13 @@ import asyncio
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from koordpy.api.elasticquota import KOORDINATOR_GROUP, LABEL_QUOTA_NAME, X_K8S_GROUP
+from koordpy.api.elasticquota import KOORDINATOR_GROUP, LABEL_PREEMPTIBLE, LABEL_QUOTA_NAME, X_K8S_GROUP
 from koordpy.api.errors import SpecError
 from koordpy.api.pod import Pod
 from koordpy.api.resources import ResourceList, parse_resource_list
 from koordpy.kubeapi.informer import DELETE
 from koordpy.status.quota import QuotaPod, QuotaSums
-from operators.podgroup import GroupKey, group_of, member_summary
+from operators.podgroup import GroupKey, group_of, member_summary, scheduled_condition
 
 __all__ = ["ClusterFacts", "GroupListener", "NodesListener", "QuotaListener"]
 
@@ -61,6 +61,9 @@ def _same_member(
     name): most pod updates (conditions, annotations, container states) change nothing counted,
     and are told apart here without building a view."""
     if known.node_name != (spec.get("nodeName") or "") or known.phase != (status.get("phase") or "Pending"):
+        return False
+    # the scheduler's word on a pending member is the group's GangScheduled condition
+    if scheduled_condition(known.conditions) != scheduled_condition(status.get("conditions")):
         return False
     owners = tuple(
         (
@@ -199,24 +202,36 @@ class ClusterFacts:
                 if known.running:
                     self._quota_changed(X_K8S_GROUP)
             return
-        label = _mapping(meta.get("labels")).get(LABEL_QUOTA_NAME)
+        labels = _mapping(meta.get("labels"))
+        label = labels.get(LABEL_QUOTA_NAME)
         pair = (str(meta.get("namespace") or "default"), label if isinstance(label, str) else "")
         assigned, running = bool(spec.get("nodeName")), phase == "Running"
+        non_preemptible = labels.get(LABEL_PREEMPTIBLE) == "false"
         same_requests = known is not None and _same_requests(spec, old)
         if same_requests and known is not None:
-            if (known.pair, known.assigned, known.running) == (pair, assigned, running):
+            if (known.pair, known.assigned, known.running, known.non_preemptible) == (
+                pair,
+                assigned,
+                running,
+                non_preemptible,
+            ):
                 return
             requests = known.requests
         else:
             # the scheduler's own reading of the requests (init containers, sidecars, overhead), so
             # that the status counts a pod as the quota admitted it
             requests = dict(Pod.from_dict(obj).requests)
-        counted = QuotaPod(pair, requests, assigned, running)
+        counted = QuotaPod(pair, requests, assigned, running, non_preemptible)
         if known is not None:
             self.quota_sums.count(known, -1)
         self.quota_sums.count(counted, 1)
         self._quota_pods[uid] = counted
-        if known is None or (known.pair, known.assigned, known.requests) != (pair, assigned, requests):
+        if known is None or (known.pair, known.assigned, known.requests, known.non_preemptible) != (
+            pair,
+            assigned,
+            requests,
+            non_preemptible,
+        ):
             self._quota_changed(KOORDINATOR_GROUP)
         if running or (known is not None and known.running):
             self._quota_changed(X_K8S_GROUP)

@@ -46,7 +46,9 @@ from koordpy.status.podgroup import (
     MemberCounts,
     next_status,
     occupied_by,
+    unschedulable_message,
     with_defaulted_condition,
+    with_scheduled_condition,
 )
 from operators.memo import controller_in_memo
 
@@ -124,11 +126,28 @@ def member_summary(
         for ref in meta.get("ownerReferences") or []
         if isinstance(ref, Mapping)
     ]
+    summary_status: dict[str, Any] = {"phase": status.get("phase") or ""}
+    scheduled = scheduled_condition(status.get("conditions"))
+    if scheduled is not None:
+        # the scheduler's word on a pending member: why its gang is not placed
+        summary_status["conditions"] = [dict(zip(_SCHEDULED_FIELDS, scheduled, strict=True))]
     return {
         "metadata": {"namespace": namespace, "name": name, "uid": uid, "ownerReferences": owners},
         "spec": {"nodeName": spec.get("nodeName") or ""},
-        "status": {"phase": status.get("phase") or ""},
+        "status": summary_status,
     }
+
+
+# the parts of a member's PodScheduled condition the group's GangScheduled condition is made of
+_SCHEDULED_FIELDS = ("type", "status", "reason", "message")
+
+
+def scheduled_condition(conditions: Any) -> tuple[str, ...] | None:
+    """(type, status, reason, message) of a pod's PodScheduled condition, None without one."""
+    for c in conditions if isinstance(conditions, list | tuple) else ():
+        if isinstance(c, Mapping) and c.get("type") == "PodScheduled":
+            return tuple(str(c.get(f) or "") for f in _SCHEDULED_FIELDS)
+    return None
 
 
 def _phase(body: Mapping[str, Any]) -> Any:
@@ -305,6 +324,9 @@ class PodGroupController:
             # the gang annotations on the PodGroup the scheduler reads otherwise than written
             defaulted = [f.message() for f in podgroup_fallbacks(group)]
             status = with_defaulted_condition(status, defaulted, time.time())
+            # why the scheduler leaves the gang pending, as its members' conditions say (the
+            # scheduling.x-k8s.io CRD has no conditions to write it to)
+            status = with_scheduled_condition(status, unschedulable_message(pods), time.time())
         if status == previous:
             return
         logger.debug("PodGroup %s: status %s -> %s", key, previous, status)

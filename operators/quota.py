@@ -11,7 +11,8 @@ annotations written here).
 
 A quota is written only where it differs from what it says (compared as the references compare):
 the status through the status subresource, or, where the CRD serves none (Koordinator's own
-`scheduling.sigs.k8s.io` CRD), as a field of the object, with the runtime and request annotations.
+`scheduling.sigs.k8s.io` CRD), as a field of the object, with Koordinator's annotations (runtime,
+request, child-request, non-preemptible request and used: `koordpy.status.quota`).
 A quota with a problem (`koordpy.quota.tree`: a cycle, an unknown parent, a child's min above its
 parent's, min above max, a name or namespace taken by an older quota, ...) gets the condition
 `Valid=False` naming it and one Warning event each time the problem changes; the condition goes

@@ -87,6 +87,26 @@ def pod_dict(
     }
 
 
+def network_topology(*layers: tuple[str, str]) -> dict[str, Any]:
+    """The ClusterNetworkTopology `default` with `layers` (name, node label key), outermost first,
+    each the parent of the next, and NodeTopologyLayer under the last, as Koordinator chains them."""
+    spec: list[dict[str, Any]] = []
+    parent: str | None = None
+    for layer, label_key in layers:
+        entry: dict[str, Any] = {"labelKey": [label_key], "topologyLayer": layer}
+        if parent is not None:
+            entry["parentTopologyLayer"] = parent
+        spec.append(entry)
+        parent = layer
+    spec.append({"parentTopologyLayer": parent, "topologyLayer": "NodeTopologyLayer"})
+    return {
+        "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+        "kind": "ClusterNetworkTopology",
+        "metadata": {"name": "default"},
+        "spec": {"networkTopologySpec": spec},
+    }
+
+
 def make_node(name: str, **kw: Any) -> Node:
     return Node.from_dict(node_dict(name, **kw))
 

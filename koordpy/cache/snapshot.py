@@ -4,10 +4,19 @@ Rows are node slots. A removed node's row is marked dead and reused by the next 
 row index stays valid for a node's whole life. Every array is sized to `capacity` rows; only rows
 where `live` is true hold a node. Scheduling cycles are synchronous, so a cycle reads these
 arrays directly: nothing can change them underneath it.
+
+Resources have stable numbers (`resource_col`). The common ones (cpu, memory, pods,
+ephemeral-storage, hugepages, and an extended resource once enough nodes carry it) are dense
+columns of a [rows x columns] matrix; an extended resource few nodes carry keeps its per-node
+amounts in dicts, so memory grows with what the nodes carry rather than with nodes x names (a
+cluster where each node has a device of its own has thousands of names). Readers ask for a
+resource over rows (`allocatable_column`, `requested_column`, the `_table` forms), never for the
+storage itself.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -18,7 +27,7 @@ from koordpy.api.labels import IN, LabelSelector, Requirement
 from koordpy.api.namespace import Namespace
 from koordpy.api.node import Node
 from koordpy.api.pod import HostPort, Pod
-from koordpy.api.resources import CPU, MAX_AMOUNT, MEMORY, PODS
+from koordpy.api.resources import CPU, MAX_AMOUNT, MEMORY, PODS, is_extended_resource
 from koordpy.cache.trial import Trial
 
 _INITIAL_CAPACITY = 64
@@ -27,6 +36,11 @@ _MAPPINGS_REMEMBERED = 16384
 # dense request vectors (for readers) kept while their cells, summed, stay under this: with
 # thousands of resource names each vector is that wide
 _VECTOR_CELLS_REMEMBERED = 1 << 21
+# An extended resource gets a dense column once this many nodes carry it, and at least a 32nd of
+# the rows: a column costs two int64 per row, a sparse amount a dict entry (about 12 int64), so
+# below that share the dict is the smaller, and a reader builds the same node-long array either way
+_DENSE_CARRIERS = 16
+_DENSE_SHARE = 32
 
 # Per-node sums saturate here. A request is at most MAX_AMOUNT (2^53), so a sum below this bound
 # plus one more request stays inside int64; only a node holding over 500 pods that each ask for
@@ -162,13 +176,26 @@ def _grown(counts: np.ndarray, capacity: int) -> np.ndarray:
     return out
 
 
+def _keys(amounts: Mapping[int, int]) -> np.ndarray:
+    return np.fromiter(amounts.keys(), dtype=np.int64, count=len(amounts))
+
+
+def _values(amounts: Mapping[int, int]) -> np.ndarray:
+    return np.fromiter(amounts.values(), dtype=np.int64, count=len(amounts))
+
+
 @dataclass(slots=True, eq=False)
 class _Request:
-    """A pod's requests as the resource columns it asks for and the amounts (`pods` counted as 1):
+    """A pod's requests as the resources it asks for and the amounts (`pods` counted as 1):
     placing a pod touches those cells only, however many resource names the cluster has."""
 
+    # every resource asked for: resource numbers and amounts
+    ids: np.ndarray
+    id_amounts: np.ndarray
+    # the dense ones as positions in the dense store, and the sparse ones as (number, amount)
     cols: np.ndarray
     amounts: np.ndarray
+    sparse: tuple[tuple[int, int], ...]
     # an amount at or above _PLAIN_ARITHMETIC_BELOW: sums take the saturating path
     huge: bool
     # positions of the columns in a column-major store of `capacity` rows (add the row)
@@ -188,18 +215,22 @@ class Snapshot:
     def __init__(self) -> None:
         self.capacity = _INITIAL_CAPACITY
         self.high_water = 0
-        # the [rows x resources] matrices are column-major: filters and scores read one resource
-        # across many nodes, and that must be a contiguous read. Each lives in a store with room
-        # for more columns (doubled when full, so a new resource name rarely copies anything);
-        # `allocatable` and `requested` are views of the live columns, the only ones readers see
+        # resource numbers, stable for the snapshot's life (plugins hold them)
         self.resource_names: list[str] = [CPU, MEMORY, PODS]
         self.resource_col: dict[str, int] = {n: i for i, n in enumerate(self.resource_names)}
-        r = len(self.resource_names)
+        # the dense columns: a resource's position in the stores (-1: sparse), and back. The
+        # [rows x positions] stores are column-major: filters and scores read one resource across
+        # many nodes, and that must be a contiguous read. Each store has room for more columns
+        # (doubled when full, so a new dense column rarely copies anything)
+        self.dense_pos: list[int] = [0, 1, 2]
+        self.dense_ids: list[int] = [0, 1, 2]
+        r = len(self.dense_ids)
         self._allocatable_store = np.zeros((self.capacity, r), dtype=np.int64, order="F")
         self._requested_store = np.zeros((self.capacity, r), dtype=np.int64, order="F")
-        self.allocatable = self._allocatable_store
-        self.requested = self._requested_store
         self._requested_cells = self._requested_store.reshape(-1, order="F")
+        # the sparse resources: number -> {row: amount}, non-zero amounts only
+        self.sparse_allocatable: dict[int, dict[int, int]] = {}
+        self.sparse_requested: dict[int, dict[int, int]] = {}
         self.nonzero_requested = np.zeros((self.capacity, 2), dtype=np.int64, order="F")
         self.live = np.zeros(self.capacity, dtype=bool)
         self.infos: list[NodeInfo | None] = [None] * self.capacity
@@ -259,17 +290,13 @@ class Snapshot:
         return self.info(row).node.name
 
     def _install(self, allocatable_store: np.ndarray, requested_store: np.ndarray) -> None:
-        """Make the stores current, with views over the live columns."""
-        width = len(self.resource_names)
         self._allocatable_store = allocatable_store
         self._requested_store = requested_store
-        self.allocatable = allocatable_store[:, :width]
-        self.requested = requested_store[:, :width]
         self._requested_cells = requested_store.reshape(-1, order="F")
 
     def _grow_rows(self) -> None:
         new = self.capacity * 2
-        width = len(self.resource_names)
+        width = len(self.dense_ids)
         # every new array is built before any is installed: running out of memory half way leaves
         # the snapshot as it was, never with arrays of different lengths
         stores = []
@@ -296,27 +323,57 @@ class Snapshot:
         self.term_counts.update(terms)
 
     def resource_index(self, name: str) -> int:
-        """The column of a resource, adding one (zero everywhere) the first time it is seen."""
+        """The number of a resource, adding it (zero everywhere) the first time it is seen."""
         col = self.resource_col.get(name)
         if col is not None:
             return col
         col = len(self.resource_names)
-        if col == self._allocatable_store.shape[1]:
-            # full: double the room, so n names cost O(n) copies of a column in all. Both stores
-            # are built before either is installed, and the name is known only after: a failure
-            # half way leaves the columns and the names as they were
-            widened = []
-            for old in (self._allocatable_store, self._requested_store):
-                arr = np.zeros((self.capacity, 2 * col), dtype=np.int64, order="F")
-                arr[:, :col] = old
-                widened.append(arr)
-            self._install(widened[0], widened[1])
+        if is_extended_resource(name):
+            self.sparse_allocatable[col] = {}
+            self.sparse_requested[col] = {}
+            self.dense_pos.append(-1)
+        else:
+            # built before the name is known: a failure leaves the names as they were
+            self._add_dense_column(col)
         self.resource_names.append(name)
         self.resource_col[name] = col
-        # the new column was never written: zero on every row
-        self._install(self._allocatable_store, self._requested_store)
         self._clear_vectors()
         return col
+
+    def _add_dense_column(self, col: int) -> None:
+        """Give resource `col` a dense column: a new one, or one taking over its sparse amounts."""
+        pos = len(self.dense_ids)
+        if pos == self._allocatable_store.shape[1]:
+            # full: double the room, so n columns cost O(n) copies of a column in all. Both stores
+            # are built before either is installed: a failure half way leaves them as they were
+            widened = []
+            for old in (self._allocatable_store, self._requested_store):
+                arr = np.zeros((self.capacity, 2 * pos), dtype=np.int64, order="F")
+                arr[:, :pos] = old
+                widened.append(arr)
+            self._install(widened[0], widened[1])
+        for store, sparse in (
+            (self._allocatable_store, self.sparse_allocatable),
+            (self._requested_store, self.sparse_requested),
+        ):
+            amounts = sparse.pop(col, None)
+            if amounts:
+                store[_keys(amounts), pos] = _values(amounts)
+        if col < len(self.dense_pos):
+            self.dense_pos[col] = pos
+            # the pods' requests split into dense and sparse parts differently now
+            self._requests.clear()
+            self._request_of_mapping.clear()
+        else:
+            self.dense_pos.append(pos)
+        self.dense_ids.append(col)
+
+    def _densify_if_common(self, col: int) -> None:
+        carriers = len(self.sparse_allocatable[col])
+        if carriers >= _DENSE_CARRIERS and carriers * _DENSE_SHARE >= self.capacity:
+            # out of memory nothing has changed: the resource stays sparse, with the same amounts
+            with contextlib.suppress(MemoryError):
+                self._add_dense_column(col)
 
     def _clear_vectors(self) -> None:
         self._vec_cache.clear()
@@ -324,7 +381,7 @@ class Snapshot:
         self._vec_cells = 0
 
     def _request(self, requests: Mapping[str, int]) -> _Request:
-        """What placing a pod with these requests adds: its columns (added the first time a name
+        """What placing a pod with these requests adds: its resources (added the first time a name
         is seen) and amounts."""
         known = self._request_of_mapping.get(id(requests))
         if known is not None and known[0] is requests:
@@ -340,9 +397,16 @@ class Snapshot:
                 if amount:
                     amounts[col] = amount
             amounts[self.resource_col[PODS]] = 1
-            cols = np.fromiter(amounts, dtype=np.int64, count=len(amounts))
-            values = np.fromiter(amounts.values(), dtype=np.int64, count=len(amounts))
-            found = _Request(cols, values, max(amounts.values()) >= _PLAIN_ARITHMETIC_BELOW)
+            pos = self.dense_pos
+            dense = {pos[col]: amount for col, amount in amounts.items() if pos[col] >= 0}
+            found = _Request(
+                _keys(amounts),
+                _values(amounts),
+                _keys(dense),
+                _values(dense),
+                tuple((col, amount) for col, amount in amounts.items() if pos[col] < 0),
+                max(amounts.values()) >= _PLAIN_ARITHMETIC_BELOW,
+            )
             if len(self._requests) >= _MAPPINGS_REMEMBERED:
                 self._requests.clear()
             self._requests[key] = found
@@ -351,8 +415,15 @@ class Snapshot:
         self._request_of_mapping[id(requests)] = (requests, found)
         return found
 
+    def request_cells(self, requests: Mapping[str, int]) -> tuple[np.ndarray, np.ndarray]:
+        """A pod's requests as (resource numbers, amounts), non-zero amounts only, `pods` counted
+        as 1: as wide as what the pod asks for, however many names the cluster has."""
+        req = self._request(requests)
+        return req.ids, req.id_amounts
+
     def request_vector(self, requests: Mapping[str, int]) -> np.ndarray:
-        """A pod's requests as a row over the resource columns, `pods` counted as 1."""
+        """A pod's requests as a row over every resource number, `pods` counted as 1 (as wide as
+        the cluster has names: `request_cells` is the narrow form)."""
         # every placement and every trial change asks this for a pod's own (immutable) requests:
         # known mappings are found by identity, the entry holding the mapping so its id stays its own
         known = self._vec_of_mapping.get(id(requests))
@@ -382,6 +453,106 @@ class Snapshot:
         self._vec_of_mapping[id(requests)] = (requests, vec)
         return vec
 
+    # ----------------------------------------------------------------------------- resource reads
+    def is_dense(self, col: int) -> bool:
+        return self.dense_pos[col] >= 0
+
+    def allocatable_column(self, col: int, rows: np.ndarray | None = None) -> np.ndarray:
+        """Resource `col`'s allocatable on `rows` (None: every row below high_water, possibly a
+        view of the store: read it, never write it)."""
+        return self._column(self._allocatable_store, self.sparse_allocatable, col, rows)
+
+    def requested_column(self, col: int, rows: np.ndarray | None = None) -> np.ndarray:
+        """What the pods on `rows` request of resource `col` (None: as in allocatable_column)."""
+        return self._column(self._requested_store, self.sparse_requested, col, rows)
+
+    def _column(
+        self, store: np.ndarray, sparse: dict[int, dict[int, int]], col: int, rows: np.ndarray | None
+    ) -> np.ndarray:
+        pos = self.dense_pos[col]
+        if pos >= 0:
+            out: np.ndarray = store[: self.high_water, pos] if rows is None else store[rows, pos]
+            return out
+        amounts = sparse[col]
+        if rows is not None and (rows.size * 4 < self.high_water or not amounts):
+            get = amounts.get
+            return np.fromiter((get(r, 0) for r in rows.tolist()), dtype=np.int64, count=rows.size)
+        # rows may reach past high_water into the store's spare capacity: those hold nothing
+        full = np.zeros(self.capacity, dtype=np.int64)
+        if amounts:
+            full[_keys(amounts)] = _values(amounts)
+        return full[: self.high_water] if rows is None else full[rows]
+
+    def allocatable_table(self, rows: np.ndarray, cols: Iterable[int]) -> np.ndarray:
+        """[len(rows) x len(cols)]: the allocatable of each resource of `cols` on each row."""
+        return self._table(self._allocatable_store, self.sparse_allocatable, rows, cols)
+
+    def requested_table(self, rows: np.ndarray, cols: Iterable[int]) -> np.ndarray:
+        """[len(rows) x len(cols)]: what the pods on each row request of each resource of `cols`."""
+        return self._table(self._requested_store, self.sparse_requested, rows, cols)
+
+    def _table(
+        self, store: np.ndarray, sparse: dict[int, dict[int, int]], rows: np.ndarray, cols: Iterable[int]
+    ) -> np.ndarray:
+        cols = [int(c) for c in cols]
+        positions = [self.dense_pos[c] for c in cols]
+        if all(p >= 0 for p in positions):
+            out: np.ndarray = store[np.ix_(rows, np.array(positions, dtype=np.int64))]
+            return out
+        table = np.zeros((rows.size, len(cols)), dtype=np.int64)
+        for j, col in enumerate(cols):
+            table[:, j] = self._column(store, sparse, col, rows)
+        return table
+
+    def free_on(self, row: int, cols: Iterable[int]) -> np.ndarray:
+        """Allocatable minus requested of each resource of `cols` on one row."""
+        at = np.array([row], dtype=np.int64)
+        cols = list(cols)
+        free: np.ndarray = (self.allocatable_table(at, cols) - self.requested_table(at, cols))[0]
+        return free
+
+    def carried_counts(self, excluded: Iterable[int] = ()) -> np.ndarray:
+        """Per row below high_water, how many resources it has allocatable of (excluded aside)."""
+        hw = self.high_water
+        skip = {int(c) for c in excluded}
+        kept = [pos for pos, col in enumerate(self.dense_ids) if col not in skip]
+        counts: np.ndarray = np.count_nonzero(self._allocatable_store[:hw, kept] > 0, axis=1).astype(np.int64)
+        for col, amounts in self.sparse_allocatable.items():
+            if amounts and col not in skip:
+                counts[_keys(amounts)] += _values(amounts) > 0
+        return counts
+
+    @property
+    def dense_allocatable(self) -> np.ndarray:
+        """The dense resources' allocatable store, [rows x positions] (`dense_pos` maps a resource
+        to its position); writing it changes the snapshot."""
+        return self._allocatable_store[:, : len(self.dense_ids)]
+
+    @property
+    def dense_requested(self) -> np.ndarray:
+        """As `dense_allocatable`, for what the pods request."""
+        return self._requested_store[:, : len(self.dense_ids)]
+
+    @property
+    def allocatable(self) -> np.ndarray:
+        """Every row and every resource, dense and read-only: O(rows x names), for checks and tests
+        (readers use allocatable_column and allocatable_table)."""
+        return self._matrix(self._allocatable_store, self.sparse_allocatable)
+
+    @property
+    def requested(self) -> np.ndarray:
+        """As `allocatable`, for what the pods request."""
+        return self._matrix(self._requested_store, self.sparse_requested)
+
+    def _matrix(self, store: np.ndarray, sparse: dict[int, dict[int, int]]) -> np.ndarray:
+        out = np.zeros((self.capacity, len(self.resource_names)), dtype=np.int64, order="F")
+        out[:, self.dense_ids] = store[:, : len(self.dense_ids)]
+        for col, amounts in sparse.items():
+            if amounts:
+                out[_keys(amounts), col] = _values(amounts)
+        out.setflags(write=False)
+        return out
+
     def label_column(self, key: str) -> LabelColumn:
         col = self.labels.get(key)
         if col is None:
@@ -399,9 +570,8 @@ class Snapshot:
         if not self._free_rows and self.high_water == self.capacity:
             self._grow_rows()
         if self._free_rows:
+            # a freed row was cleared when its node went (remove_node)
             row = self._free_rows.pop()
-            self.requested[row] = 0
-            self.nonzero_requested[row] = 0
         else:
             # a row never used is zero everywhere; writing it would touch every column's memory
             row = self.high_water
@@ -415,8 +585,8 @@ class Snapshot:
         return row
 
     def _allocatable_cells(self, node: Node) -> tuple[np.ndarray, np.ndarray]:
-        """The node's non-zero allocatable: (columns, amounts), columns added first for new names.
-        Every other column of its row is zero."""
+        """The node's non-zero allocatable: (resource numbers, amounts), numbers added first for
+        new names. Every other resource of its row is zero."""
         amounts: dict[int, int] = {}
         for name, amount in node.allocatable.items():
             col = self.resource_index(name)
@@ -432,9 +602,24 @@ class Snapshot:
     def _write_node(
         self, row: int, node: Node, old: Node | None, alloc: tuple[np.ndarray, np.ndarray]
     ) -> None:
+        pos = self.dense_pos
+        store = self._allocatable_store
+        sparse = self.sparse_allocatable
         if old is not None:
-            self.allocatable[row, self._allocatable_cells(old)[0]] = 0
-        self.allocatable[row, alloc[0]] = alloc[1]
+            for col in self._allocatable_cells(old)[0].tolist():
+                if pos[col] >= 0:
+                    store[row, pos[col]] = 0
+                else:
+                    sparse[col].pop(row, None)
+        grown: list[int] = []
+        for col, amount in zip(alloc[0].tolist(), alloc[1].tolist(), strict=True):
+            if pos[col] >= 0:
+                store[row, pos[col]] = amount
+            else:
+                sparse[col][row] = amount
+                grown.append(col)
+        for col in grown:
+            self._densify_if_common(col)
         if old is not None:
             for key in old.labels:
                 if key not in node.labels:
@@ -469,8 +654,14 @@ class Snapshot:
             return []
         info = self.info(row)
         pods = list(info.pods.values())
+        touched = {col for pod in pods for col, _ in self._request(pod.requests).sparse}
         for pod in pods:
             self.remove_pod(pod, row)
+        for col in touched:
+            # saturated sums may leave a remainder; the row is for the next node, clean
+            self.sparse_requested.get(col, {}).pop(row, None)
+        for col in self._allocatable_cells(info.node)[0].tolist():
+            self.sparse_allocatable.get(col, {}).pop(row, None)
         for key in info.node.labels:
             self.labels[key].codes[row] = -1
         for img in info.node.images:
@@ -478,8 +669,8 @@ class Snapshot:
                 self.images.get(n, {}).pop(row, None)
         self.live[row] = False
         self.infos[row] = None
-        self.allocatable[row] = 0
-        self.requested[row] = 0
+        self._allocatable_store[row] = 0
+        self._requested_store[row] = 0
         self.nonzero_requested[row] = 0
         self._free_rows.append(row)
         self.node_generation += 1
@@ -509,6 +700,9 @@ class Snapshot:
             self._requested_cells[req.cells(row, self.capacity)] += req.amounts
             self.nonzero_requested[row, 0] += pod.nonzero_cpu
             self.nonzero_requested[row, 1] += pod.nonzero_memory
+            for col, amount in req.sparse:
+                amounts = self.sparse_requested[col]
+                amounts[row] = amounts.get(row, 0) + amount
         self._index_pod(pod, row, 1)
         self.generation += 1
 
@@ -519,6 +713,13 @@ class Snapshot:
         self._requested_cells[cells] = np.clip(
             self._requested_cells[cells] + sign * req.amounts, 0, _SUM_LIMIT
         )
+        for col, amount in req.sparse:
+            amounts = self.sparse_requested[col]
+            total = min(max(amounts.get(row, 0) + sign * amount, 0), _SUM_LIMIT)
+            if total:
+                amounts[row] = total
+            else:
+                amounts.pop(row, None)
         nonzero = np.array([min(pod.nonzero_cpu, MAX_AMOUNT), min(pod.nonzero_memory, MAX_AMOUNT)])
         self.nonzero_requested[row] = np.clip(self.nonzero_requested[row] + sign * nonzero, 0, _SUM_LIMIT)
 
@@ -536,6 +737,13 @@ class Snapshot:
             self._requested_cells[req.cells(row, self.capacity)] -= req.amounts
             self.nonzero_requested[row, 0] -= stored.nonzero_cpu
             self.nonzero_requested[row, 1] -= stored.nonzero_memory
+            for col, amount in req.sparse:
+                amounts = self.sparse_requested[col]
+                left = amounts.get(row, 0) - amount
+                if left:
+                    amounts[row] = left
+                else:
+                    del amounts[row]
         self._index_pod(stored, row, -1)
         self.generation += 1
         return stored
@@ -608,10 +816,11 @@ class Snapshot:
         periodic check, not for a cycle."""
         found: list[str] = []
         width = len(self.resource_names)
-        for attr, cols in (("allocatable", width), ("requested", width), ("nonzero_requested", 2)):
-            shape = getattr(self, attr).shape
-            if shape != (self.capacity, cols):
-                found.append(f"{attr} has shape {shape}, expected {(self.capacity, cols)}")
+        dense = len(self.dense_ids)
+        if self.nonzero_requested.shape != (self.capacity, 2):
+            found.append(
+                f"nonzero_requested has shape {self.nonzero_requested.shape}, expected {(self.capacity, 2)}"
+            )
         if self.live.shape != (self.capacity,) or len(self.infos) != self.capacity:
             found.append(
                 f"{len(self.infos)} node slots and {self.live.size} live flags for {self.capacity} rows"
@@ -620,14 +829,22 @@ class Snapshot:
             if col.codes.shape != (self.capacity,):
                 found.append(f"label column {key} has {col.codes.size} rows, expected {self.capacity}")
         for attr, store in (("allocatable", self._allocatable_store), ("requested", self._requested_store)):
-            if store.shape[0] != self.capacity or store.shape[1] < width:
+            if store.shape[0] != self.capacity or store.shape[1] < dense:
                 found.append(
-                    f"the {attr} store has shape {store.shape} for {self.capacity} rows, {width} columns"
+                    f"the {attr} store has shape {store.shape} for {self.capacity} rows,"
+                    f" {dense} dense columns"
                 )
-            elif not np.may_share_memory(getattr(self, attr), store):
-                found.append(f"{attr} is not a view of its store")
         if not np.may_share_memory(self._requested_cells, self._requested_store):
             found.append("the requested cells are not a view of their store")
+        sparse_ids = [col for col in range(width) if col >= len(self.dense_pos) or self.dense_pos[col] < 0]
+        if (
+            len(self.dense_pos) != width
+            or [self.dense_pos[col] for col in self.dense_ids] != list(range(dense))
+            or dense + len(sparse_ids) != width
+            or set(self.sparse_allocatable) != set(sparse_ids)
+            or set(self.sparse_requested) != set(sparse_ids)
+        ):
+            found.append(f"the {width} resources are not each either a dense column or sparse")
         if found:
             return found  # the rest reads the arrays by row
         for name, row in self.row_of.items():
@@ -637,10 +854,11 @@ class Snapshot:
         if int(self.live.sum()) != len(self.row_of):
             found.append(f"{int(self.live.sum())} live rows for {len(self.row_of)} nodes")
         rows = self.live_rows()
-        hw = self.high_water
-        # cells are compared where a node or pod puts an amount; everywhere else a row must be zero,
-        # which counting its non-zero cells shows without a [rows x resources] copy
-        alloc_nonzero = np.count_nonzero(self.allocatable[:hw], axis=1)
+        # cells are compared where a node or pod puts an amount, and every stored non-zero amount
+        # must be one of those: no [rows x resources] copy is made
+        alloc_rows: list[np.ndarray] = []
+        alloc_cols: list[np.ndarray] = []
+        alloc_amounts: list[np.ndarray] = []
         cell_rows: list[np.ndarray] = []
         cell_cols: list[np.ndarray] = []
         cell_amounts: list[np.ndarray] = []
@@ -650,18 +868,17 @@ class Snapshot:
             info = self.infos[row]
             if info is None:
                 continue
-            alloc_cols, amounts = self._allocatable_cells(info.node)
-            if alloc_nonzero[row] != alloc_cols.size or not np.array_equal(
-                self.allocatable[row, alloc_cols], amounts
-            ):
-                found.append(f"node {info.name}: allocatable differs from its node object")
+            cols, amounts = self._allocatable_cells(info.node)
+            alloc_rows.append(np.full(cols.size, row, dtype=np.int64))
+            alloc_cols.append(cols)
+            alloc_amounts.append(amounts)
             for key, pod in info.pods.items():
                 if placed.get(key) != info.name:
                     found.append(f"pod {key} is on node {info.name} in the snapshot only")
                 req = self._request(pod.requests)
-                cell_rows.append(np.full(req.cols.size, row, dtype=np.int64))
-                cell_cols.append(req.cols)
-                cell_amounts.append(req.amounts)
+                cell_rows.append(np.full(req.ids.size, row, dtype=np.int64))
+                cell_cols.append(req.ids)
+                cell_amounts.append(req.id_amounts)
                 pod_rows.append(row)
                 nonzero.append((min(pod.nonzero_cpu, MAX_AMOUNT), min(pod.nonzero_memory, MAX_AMOUNT)))
         if len(pod_rows) != sum(1 for node in placed.values() if node in self.row_of):
@@ -670,9 +887,16 @@ class Snapshot:
             indexed = {triple: set(postings) for triple, postings in self._pods_by_label.items()}
             if indexed != {triple: set(postings) for triple, postings in self._index_by_label().items()}:
                 found.append("the pods by label differ from the pods on the nodes")
-        differs = self._requested_differs(rows, cell_rows, cell_cols, cell_amounts)
+        alloc_differs = self._cells_differ(
+            self._allocatable_store, self.sparse_allocatable, rows, alloc_rows, alloc_cols, alloc_amounts
+        )
+        differs = self._cells_differ(
+            self._requested_store, self.sparse_requested, rows, cell_rows, cell_cols, cell_amounts
+        )
         index = np.array(pod_rows, dtype=np.int64)
         expected = _saturated_sums(index, np.array(nonzero, dtype=np.int64).reshape(-1, 2), self.capacity)
+        for at in np.flatnonzero(alloc_differs).tolist():
+            found.append(f"node {self.info(int(rows[at])).name}: allocatable differs from its node object")
         for label, bad in (
             ("requested", differs),
             ("non-zero requested", (self.nonzero_requested[rows] != expected[rows]).any(axis=1)),
@@ -680,38 +904,74 @@ class Snapshot:
             for at in np.flatnonzero(bad).tolist():
                 info = self.info(int(rows[at]))
                 found.append(f"node {info.name}: {label} differs from the sum of its {len(info.pods)} pods")
+        dead = np.ones(self.capacity, dtype=bool)
+        dead[rows] = False
+        for attr, store, sparse in (
+            ("allocatable", self._allocatable_store, self.sparse_allocatable),
+            ("requested", self._requested_store, self.sparse_requested),
+        ):
+            held = np.flatnonzero(dead & store[:, :dense].any(axis=1)).tolist()
+            held += [
+                r for amounts in sparse.values() for r in amounts if r < 0 or r >= self.capacity or dead[r]
+            ]
+            if held:
+                found.append(f"{len(held)} {attr} amount(s) on rows holding no node")
         return found
 
-    def _requested_differs(
+    def _stored_cells(
+        self, store: np.ndarray, sparse: dict[int, dict[int, int]]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every non-zero amount held: (rows, resource numbers, amounts)."""
+        dense_rows, positions = np.nonzero(store[:, : len(self.dense_ids)])
+        rows = [dense_rows.astype(np.int64)]
+        cols = [np.array(self.dense_ids, dtype=np.int64)[positions]]
+        amounts = [store[dense_rows, positions]]
+        for col, held in sparse.items():
+            if held:
+                rows.append(_keys(held))
+                cols.append(np.full(len(held), col, dtype=np.int64))
+                amounts.append(_values(held))
+        return np.concatenate(rows), np.concatenate(cols), np.concatenate(amounts)
+
+    def _cells_differ(
         self,
+        store: np.ndarray,
+        sparse: dict[int, dict[int, int]],
         rows: np.ndarray,
         cell_rows: list[np.ndarray],
         cell_cols: list[np.ndarray],
         cell_amounts: list[np.ndarray],
     ) -> np.ndarray:
-        """For each of `rows`: whether its requested cells differ from the saturated sums of the
-        given pod cells (row, column, amount)."""
-        width = len(self.resource_names)
+        """For each of `rows`: whether the amounts held on it differ from the saturated sums of the
+        given cells (row, resource number, amount)."""
+        width = max(len(self.resource_names), 1)
         differs = np.zeros(rows.size, dtype=bool)
         position = np.full(self.capacity, -1, dtype=np.int64)
         position[rows] = np.arange(rows.size)
         if cell_rows:
-            at_rows = np.concatenate(cell_rows)
-            flat = at_rows * width + np.concatenate(cell_cols)
+            flat = np.concatenate(cell_rows) * width + np.concatenate(cell_cols)
             amounts = np.concatenate(cell_amounts)
             cells, inverse = np.unique(flat, return_inverse=True)
             sums = np.zeros(cells.size, dtype=np.int64)
             np.add.at(sums, inverse, amounts)
             approx = np.bincount(inverse, weights=amounts.astype(np.float64), minlength=cells.size)
             sums = np.where(approx >= _SUM_LIMIT, _SUM_LIMIT, sums)
-            cell_row, cell_col = cells // width, cells % width
-            wrong = self.requested[cell_row, cell_col] != sums
-            differs[position[cell_row[wrong]]] = True
-            expected_nonzero = np.bincount(cell_row[sums != 0], minlength=self.capacity)
+            keep = sums != 0
+            expected_cells, expected_sums = cells[keep], sums[keep]
         else:
-            expected_nonzero = np.zeros(self.capacity, dtype=np.int64)
-        actual_nonzero = np.count_nonzero(self.requested[: self.high_water], axis=1)
-        differs |= actual_nonzero[rows] != expected_nonzero[rows]
+            expected_cells = expected_sums = np.zeros(0, dtype=np.int64)
+        held_rows, held_cols, held_amounts = self._stored_cells(store, sparse)
+        on_live = position[held_rows] >= 0
+        held_flat = held_rows[on_live] * width + held_cols[on_live]
+        order = np.argsort(held_flat, kind="stable")
+        held_flat, held_amounts = held_flat[order], held_amounts[on_live][order]
+        union = np.union1d(expected_cells, held_flat)
+        want = np.zeros(union.size, dtype=np.int64)
+        have = np.zeros(union.size, dtype=np.int64)
+        want[np.searchsorted(union, expected_cells)] = expected_sums
+        have[np.searchsorted(union, held_flat)] = held_amounts
+        wrong = union[want != have] // width
+        differs[position[wrong]] = True
         return differs
 
     def rebuild(self, nodes: Mapping[int, Node], pods: Mapping[int, Iterable[Pod]]) -> None:

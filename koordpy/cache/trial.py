@@ -20,8 +20,9 @@ What a trial does not give back is what no reader may take for node state: the s
 counters (`generation`, `term_match_generation`) keep counting up, since a cache keyed on a
 generation seen inside the trial must not be trusted afterwards; label-selector counters first
 asked for inside the trial stay, counting the pods that are on the nodes afterwards; a resource
-first seen inside the trial keeps its (all-zero) column; and the order of the IPs a node holds on
-a host port, and of the affinity-term keys, may change: both are read as sets and sums.
+first seen inside the trial keeps its number (all-zero amounts); and the order of the IPs a node
+holds on a host port, of the affinity-term keys, and of a sparse resource's per-node amounts may
+change: all are read as sets, sums or amounts by row.
 """
 
 from __future__ import annotations

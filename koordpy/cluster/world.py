@@ -283,7 +283,7 @@ class KubeWorld:
         kind = resource.kind
 
         def on_object(action: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-            self.scheduler.on_object(kind, action, obj)
+            self.scheduler.on_object(kind, action, obj, old)
             self._wake.set()
 
         return on_object

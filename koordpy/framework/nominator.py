@@ -1,16 +1,61 @@
-"""Pods nominated to nodes by preemption: they hold room that lower-priority pods must leave."""
+"""Pods nominated to nodes by preemption: they hold room that lower-priority pods must leave.
+
+Besides the pods by node, each nomination has a slot in two arrays: its pod's priority and its
+node's snapshot row. An attempt asks which nodes hold nominations of its priority or higher
+(kube-scheduler's RunFilterPluginsWithNominatedPods counts only those) with one comparison over
+the slots, and looks at the pods of those nodes alone, instead of walking every nomination (a
+few nominated nodes are simply walked).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
 from koordpy.api.pod import Pod
+
+# a free slot, or a nomination to a node the snapshot does not have
+_NO_ROW = -1
+_INITIAL_SLOTS = 16
+# up to this many nominated nodes, walking them costs less than the array operations
+_WALK_AT_MOST = 16
+
+
+class NodeRows(Protocol):
+    """What the nominator reads of the snapshot: node rows, and when they last changed."""
+
+    row_of: dict[str, int]
+    node_generation: int
 
 
 class Nominator:
-    __slots__ = ("_by_node", "_node_of")
+    __slots__ = (
+        "_by_node",
+        "_free",
+        "_node_of",
+        "_priority",
+        "_row",
+        "_row_of",
+        "_rows_at",
+        "_slot_node",
+        "_slot_of",
+    )
 
     def __init__(self) -> None:
         self._by_node: dict[str, dict[str, Pod]] = {}
         self._node_of: dict[str, str] = {}
+        self._slot_of: dict[str, int] = {}
+        # the node of each slot ("" when free)
+        self._slot_node: list[str] = []
+        self._free: list[int] = []
+        self._priority: npt.NDArray[np.int64] = np.zeros(_INITIAL_SLOTS, dtype=np.int64)
+        self._row: npt.NDArray[np.int64] = np.full(_INITIAL_SLOTS, _NO_ROW, dtype=np.int64)
+        # the snapshot's row map the rows were read from, and its node generation then
+        self._row_of: dict[str, int] | None = None
+        self._rows_at = -1
 
     def add(self, pod: Pod, node_name: str) -> None:
         self.remove(pod)
@@ -18,6 +63,20 @@ class Nominator:
             return
         self._by_node.setdefault(node_name, {})[pod.key] = pod
         self._node_of[pod.key] = node_name
+        if self._free:
+            slot = self._free.pop()
+            self._slot_node[slot] = node_name
+        else:
+            slot = len(self._slot_node)
+            self._slot_node.append(node_name)
+            if slot == self._row.size:
+                # doubled, so that nominations arriving one by one cost amortised O(1)
+                self._priority = np.concatenate((self._priority, np.zeros_like(self._priority)))
+                self._row = np.concatenate((self._row, np.full_like(self._row, _NO_ROW)))
+        self._slot_of[pod.key] = slot
+        self._priority[slot] = pod.priority
+        row_of = self._row_of
+        self._row[slot] = row_of.get(node_name, _NO_ROW) if row_of is not None else _NO_ROW
 
     def remove(self, pod: Pod) -> None:
         node = self._node_of.pop(pod.key, None)
@@ -27,6 +86,10 @@ class Nominator:
                 pods.pop(pod.key, None)
                 if not pods:
                     del self._by_node[node]
+            slot = self._slot_of.pop(pod.key)
+            self._slot_node[slot] = ""
+            self._row[slot] = _NO_ROW
+            self._free.append(slot)
 
     def node_of(self, key: str) -> str | None:
         return self._node_of.get(key)
@@ -39,3 +102,84 @@ class Nominator:
 
     def __bool__(self) -> bool:
         return bool(self._node_of)
+
+    def _resolve(self, snapshot: NodeRows) -> None:
+        """Read every slot's row again once nodes have come, gone or changed since the last read
+        (a node removed and added again may have another row)."""
+        if self._row_of is snapshot.row_of and self._rows_at == snapshot.node_generation:
+            return
+        row_of = snapshot.row_of
+        self._row_of = row_of
+        self._rows_at = snapshot.node_generation
+        for slot, node in enumerate(self._slot_node):
+            self._row[slot] = row_of.get(node, _NO_ROW) if node else _NO_ROW
+
+    def holding(
+        self,
+        pod: Pod,
+        snapshot: NodeRows,
+        within: npt.NDArray[np.bool_] | None = None,
+        ignore: Callable[[Pod], bool] | None = None,
+    ) -> dict[int, list[Pod]]:
+        """The pods nominated against `pod`, by snapshot row: of its priority or higher, other than
+        itself and than those `ignore` names (kube-scheduler's addGENominatedPods), on the rows
+        `within` marks (all rows when None). Each row's pods are in the order they were nominated."""
+        if not self._node_of:
+            return {}
+        if len(self._by_node) <= _WALK_AT_MOST:
+            return self._walk(pod, snapshot, within, ignore)
+        self._resolve(snapshot)
+        n = len(self._slot_node)
+        rows = self._row[:n]
+        held = (rows != _NO_ROW) & (self._priority[:n] >= pod.priority)
+        if within is not None:
+            held &= within[rows]
+        slots = np.flatnonzero(held)
+        if slots.size == 0:
+            return {}
+        # one slot per node names it; its pods are then filtered as the walk does
+        nodes, first = np.unique(rows[slots], return_index=True)
+        slot_node = self._slot_node
+        by_node = self._by_node
+        return self._pods_against(
+            pod,
+            (
+                (row, by_node[slot_node[slot]])
+                for row, slot in zip(nodes.tolist(), slots[first].tolist(), strict=True)
+            ),
+            ignore,
+        )
+
+    def _walk(
+        self,
+        pod: Pod,
+        snapshot: NodeRows,
+        within: npt.NDArray[np.bool_] | None,
+        ignore: Callable[[Pod], bool] | None,
+    ) -> dict[int, list[Pod]]:
+        """`holding` for a few nominated nodes, one by one."""
+        row_of = snapshot.row_of
+        found = (
+            (row, pods)
+            for node, pods in self._by_node.items()
+            if (row := row_of.get(node)) is not None and (within is None or within[row])
+        )
+        return self._pods_against(pod, found, ignore)
+
+    @staticmethod
+    def _pods_against(
+        pod: Pod, found: Iterable[tuple[int, dict[str, Pod]]], ignore: Callable[[Pod], bool] | None
+    ) -> dict[int, list[Pod]]:
+        out: dict[int, list[Pod]] = {}
+        priority = pod.priority
+        key = pod.key
+        for row, pods in found:
+            if ignore is None:
+                others = [o for o in pods.values() if o.priority >= priority and o.key != key]
+            else:
+                others = [
+                    o for o in pods.values() if o.priority >= priority and o.key != key and not ignore(o)
+                ]
+            if others:
+                out[row] = others
+        return out

@@ -648,21 +648,10 @@ class Profile:
         if not nominator or feasible.size == 0:
             return feasible
         snap = self.handle.snapshot
-        # nominations are few and feasible nodes many: look the nominated nodes up in a mask
         alive = np.zeros(snap.capacity, dtype=bool)
         alive[feasible] = True
-        checks: list[tuple[int, list[Pod]]] = []
-        for node_name in nominator.nodes():
-            row = snap.row_of.get(node_name)
-            if row is None or not alive[row]:
-                continue
-            others = [
-                o
-                for o in nominator.pods_on(node_name)
-                if o.key != pod.key and o.priority >= pod.priority and not (ignore and ignore(o))
-            ]
-            if others:
-                checks.append((row, others))
+        # only the feasible nodes holding nominations of this priority or higher are looked at
+        checks = list(nominator.holding(pod, snap, alive, ignore).items())
         if not checks:
             return feasible
         if len(checks) > 1 and self._filters_per_node(state):

@@ -206,9 +206,8 @@ class AllocColumn:
 
 
 class AllocatableColumns:
-    """Per-resource allocatable columns, copied out of the row-major snapshot once per node
-    generation (allocatable changes only with node objects), so per-pod work never reads a strided
-    allocatable column."""
+    """Per-resource allocatable columns, read out of the snapshot once per node generation
+    (allocatable changes only with node objects): per-pod work never rebuilds a sparse column."""
 
     __slots__ = ("_columns", "_key", "_thresholds")
 
@@ -229,7 +228,7 @@ class AllocatableColumns:
         column = self._columns.get(col)
         if column is None:
             hw = snapshot.high_water
-            column = AllocColumn(np.ascontiguousarray(snapshot.allocatable[:hw, col]), snapshot.live[:hw])
+            column = AllocColumn(np.ascontiguousarray(snapshot.allocatable_column(col)), snapshot.live[:hw])
             if len(self._columns) >= _CACHE_LIMIT:
                 # thousands of resource names would keep thousands of node-long columns
                 self._columns.clear()
@@ -268,6 +267,13 @@ class RowView:
 
     def column(self, matrix: np.ndarray, col: int) -> np.ndarray:
         return matrix[: self.hw, col] if self.full else matrix[self.rows, col]
+
+    def requested(self, snapshot: Any, col: int) -> np.ndarray:
+        """What the pods request of resource `col`, over the rows as `column` reads them."""
+        out: np.ndarray = (
+            snapshot.requested_column(col) if self.full else snapshot.requested_column(col, self.rows)
+        )
+        return out
 
     def result(self, values: np.ndarray) -> np.ndarray:
         if self.identity:
@@ -308,7 +314,9 @@ def _report_order(name: str) -> tuple[int, str]:
 def build_fit_request(
     snapshot: Any, requests: Mapping[str, int], ignored: frozenset[str], ignored_groups: frozenset[str]
 ) -> FitRequest:
-    vec = snapshot.request_vector(requests)  # adds columns for resources no node has yet
+    # adds resources no node has yet; amounts as the snapshot holds them (saturated, pods as 1)
+    ids, amounts = snapshot.request_cells(requests)
+    amount_of = dict(zip(ids.tolist(), amounts.tolist(), strict=True))
     checked = [PODS]
     for name, value in requests.items():
         if value <= 0 or name == PODS:
@@ -318,18 +326,17 @@ def build_fit_request(
         checked.append(name)
     checked.sort(key=_report_order)
     cols = [snapshot.resource_col[n] for n in checked]
-    return FitRequest(checked, cols, [int(vec[c]) for c in cols])
+    return FitRequest(checked, cols, [amount_of.get(c, 0) for c in cols])
 
 
 def fit_filter(
     snapshot: Any, columns: AllocatableColumns, request: FitRequest, rows: np.ndarray
 ) -> FilterResult | None:
     view = RowView(snapshot, rows)
-    requested = snapshot.requested
     narrow = len(request.cols) <= 8
     codes: np.ndarray | None = None
     for bit, (col, value) in enumerate(zip(request.cols, request.values)):
-        short = view.column(requested, col) > view.cached(columns.threshold(snapshot, col, value))
+        short = view.requested(snapshot, col) > view.cached(columns.threshold(snapshot, col, value))
         code = short.view(np.uint8) if narrow else short.astype(np.int64)
         if bit:
             code = code << bit
@@ -383,7 +390,7 @@ def requested_column(snapshot: Any, view: RowView, name: str, col: int, use_requ
     `use_requested`."""
     if name in (CPU, MEMORY) and not use_requested:
         return view.column(snapshot.nonzero_requested, 0 if name == CPU else 1)
-    return view.column(snapshot.requested, col)
+    return view.requested(snapshot, col)
 
 
 def broken_linear_table(shape: Sequence[UtilizationShapePoint]) -> np.ndarray:

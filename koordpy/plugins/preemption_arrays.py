@@ -159,7 +159,7 @@ def fit_limits(snapshot: Snapshot, fit: FitRequest, rows: np.ndarray) -> np.ndar
     elsewhere no eviction can make it fit."""
     cols = np.array(fit.cols, dtype=np.int64)
     values = np.array(fit.values, dtype=np.int64)
-    within: np.ndarray = (snapshot.allocatable[rows][:, cols] >= values).all(axis=1)
+    within: np.ndarray = np.all(snapshot.allocatable_table(rows, cols) >= values, axis=1)
     return within
 
 
@@ -183,7 +183,7 @@ def dry_run_rows(
     out: list[RowOutcome | None] = [None] * m
     vectors = _Vectors(plan.cols, {}, [], {}, snap.request_vector)
     vector_of = vectors.of
-    nominated = _nominated_by_row(handle, pod)
+    nominated = _nominated_by_row(handle, pod, rows)
 
     # the pods each node would see moved: its potential victims, and the nominated pods added
     fast: list[int] = []
@@ -220,19 +220,18 @@ def dry_run_rows(
     victim_vec = np.array([vector_of(v.requests) for v in victims], dtype=np.int64)
     pos_of_victim = np.array(victim_pos, dtype=np.int64)
     table = vectors.matrix()
-    width = plan.cols.size
-    change = np.zeros((m, width), dtype=np.int64)
+    change = np.zeros((m, plan.cols.size), dtype=np.int64)
     np.subtract.at(change, pos_of_victim, table[victim_vec])
     if nominated_pos:
         np.add.at(
             change, np.array(nominated_pos, dtype=np.int64), table[np.array(nominated_vec, dtype=np.int64)]
         )
-    requested = snap.requested[rows][:, plan.cols]
+    requested = snap.requested_table(rows, plan.cols)
     # a node's pods may request at most this of each column for the preemptor to fit
-    limit = snap.allocatable[rows][:, plan.cols] - plan.values
+    limit = snap.allocatable_table(rows, plan.cols) - plan.values
     short = (requested + change) > limit
     codes = np.zeros(m, dtype=np.int64)
-    for bit in range(width):
+    for bit in range(plan.cols.size):
         codes |= short[:, bit].astype(np.int64) << bit
 
     alive = _first_failures(plan, state, pod, rows, np.array(fast, dtype=np.int64), codes, out)
@@ -269,24 +268,9 @@ def dry_run_rows(
         idx = np.array(regroup, dtype=np.int64)
         ordered = [ordered[j] for j in regroup]
         vec, breaks = vec[idx], breaks[idx]
-    # each victim's place on its node
-    first_of = np.searchsorted(node_k, np.arange(a, dtype=np.int64))
-    depth_of = np.arange(len(ordered), dtype=np.int64) - first_of[node_k]
-    depth = int(depth_of.max()) + 1
-    step = np.zeros((a, depth, width), dtype=np.int64)
-    present = np.zeros((a, depth), dtype=bool)
-    step[node_k, depth_of] = table[vec]
-    present[node_k, depth_of] = True
-
     # give them back in that order: one stays when the node still fits the preemptor with it
-    running = requested[alive] + change[alive]
-    lim = limit[alive]
-    evicted = np.zeros((a, depth), dtype=bool)
-    for d in range(depth):
-        trial = running + step[:, d]
-        stays = present[:, d] & (trial <= lim).all(axis=1)
-        running = np.where(stays[:, None], trial, running)
-        evicted[:, d] = present[:, d] & ~stays
+    step, present, depth_of = by_depth(node_k, a, table[vec])
+    evicted = give_back(requested[alive] + change[alive], limit[alive], step, present)
     gone = evicted[node_k, depth_of]
     chosen: list[list[Pod]] = [[] for _ in range(a)]
     violations = [0] * a
@@ -304,21 +288,39 @@ def dry_run_rows(
     return out
 
 
-def _nominated_by_row(handle: Handle, pod: Pod) -> dict[int, list[Pod]]:
-    """The nominated pods that hold room against the preemptor (its priority or higher), by row."""
-    nominator = handle.nominator
-    out: dict[int, list[Pod]] = {}
-    if not nominator:
-        return out
-    row_of = handle.snapshot.row_of
-    for node_name in nominator.nodes():
-        row = row_of.get(node_name)
-        if row is None:
-            continue
-        others = [o for o in nominator.pods_on(node_name) if o.key != pod.key and o.priority >= pod.priority]
-        if others:
-            out[row] = others
-    return out
+def by_depth(node_k: np.ndarray, nodes: int, values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Victims grouped by node (`node_k`, nondecreasing, each victim's node among `nodes`), laid
+    out one position per victim on its node: (the victims' `values` by node and position,
+    whether a position holds a victim, each victim's position)."""
+    first_of = np.searchsorted(node_k, np.arange(nodes, dtype=np.int64))
+    depth_of = np.arange(node_k.size, dtype=np.int64) - first_of[node_k]
+    depth = int(depth_of.max()) + 1 if node_k.size else 0
+    step = np.zeros((nodes, depth, values.shape[1]), dtype=np.int64)
+    present = np.zeros((nodes, depth), dtype=bool)
+    step[node_k, depth_of] = values
+    present[node_k, depth_of] = True
+    return step, present, depth_of
+
+
+def give_back(running: np.ndarray, limit: np.ndarray, step: np.ndarray, present: np.ndarray) -> np.ndarray:
+    """The give-back loop, one victim position at a time across all nodes (laid out by
+    `by_depth`): a victim stays when its node's running sum with it is within `limit` on every
+    column. Returns, per node and position, whether the victim there is evicted."""
+    evicted = np.zeros(present.shape, dtype=bool)
+    for d in range(present.shape[1]):
+        trial = running + step[:, d]
+        stays = present[:, d] & (trial <= limit).all(axis=1)
+        running = np.where(stays[:, None], trial, running)
+        evicted[:, d] = present[:, d] & ~stays
+    return evicted
+
+
+def _nominated_by_row(handle: Handle, pod: Pod, rows: np.ndarray) -> dict[int, list[Pod]]:
+    """The nominated pods that hold room against the preemptor (its priority or higher), on the
+    rows of the dry run."""
+    within = np.zeros(handle.snapshot.capacity, dtype=bool)
+    within[rows] = True
+    return handle.nominator.holding(pod, handle.snapshot, within)
 
 
 def _first_failures(

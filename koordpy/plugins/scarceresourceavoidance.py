@@ -44,24 +44,31 @@ class ScarceResourceAvoidanceArgs(PluginArgs):
 
 
 class _NodeResources:
-    """Which resources each node row has (allocatable > 0, `pods` excluded), per column, and how
-    many; with the scores already computed per set of requested resources. Valid for one node
-    generation: none of it depends on placed pods."""
+    """How many resources each node row has (allocatable > 0, `pods` excluded), and which rows
+    have a given resource, read per resource when asked; with the scores already computed per set
+    of requested resources. Valid for one node generation: none of it depends on placed pods."""
 
-    __slots__ = ("count", "has", "key", "scores")
+    __slots__ = ("_has", "_snapshot", "count", "key", "scores")
 
     def __init__(self, snapshot: Any, key: tuple[int, int]) -> None:
-        hw = snapshot.high_water
-        has = snapshot.allocatable[:hw] > 0
-        has[:, snapshot.resource_col[PODS]] = False
-        self.has = np.ascontiguousarray(has.T).astype(np.int64)
-        self.count = self.has.sum(axis=0)
+        self._snapshot = snapshot
+        # a count per row, not a [rows x resources] table: thousands of names would make it huge
+        self.count = snapshot.carried_counts(excluded=(snapshot.resource_col[PODS],))
+        self._has: dict[int, np.ndarray] = {}
         self.key = key
         self.scores: dict[frozenset[str], np.ndarray] = {}
 
     def column(self, col: int) -> np.ndarray:
-        # a column added after this was built has no node with the resource
-        return self.has[col] if col < self.has.shape[0] else np.zeros(self.count.size, dtype=np.int64)
+        has = self._has.get(col)
+        if has is None:
+            if len(self._has) >= _CACHE_LIMIT:
+                self._has.clear()
+            if col == self._snapshot.resource_col[PODS]:
+                has = np.zeros(self.count.size, dtype=np.int64)
+            else:
+                has = (self._snapshot.allocatable_column(col) > 0).astype(np.int64)
+            self._has[col] = has
+        return has
 
 
 class ScarceResourceAvoidance(Plugin, ScorePlugin):

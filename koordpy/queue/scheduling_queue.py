@@ -12,6 +12,11 @@
 - The pool is indexed by the plugins that rejected each pod and by the pod's shape for their
   queueing hints: an event asks each hint once per group of pods it cannot tell apart, not once
   per pod, and a group whose plugins did not register the event is passed over whole.
+- Events that arrive while pods are in flight (popped, and not yet bound or back in the queue:
+  waiting at Permit, binding) are kept, as kube-scheduler's inFlightEvents; a pod rejected at the
+  end of its attempt is judged against the events of its own flight by its rejectors' hints
+  (determineSchedulingHintForInFlightPod): one that says QUEUE sends it to backoff, otherwise it
+  waits in the pool. Events older than the oldest pod in flight are dropped.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
+from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -121,6 +127,17 @@ class _Placement(dict[str, str]):
         return list(self.keys_in[where])
 
 
+@dataclass(slots=True)
+class _FlightEvent:
+    """An event heard while pods were in flight, with the verdict of each pool group judged
+    against it so far (the members of a gang group rejected together ask once)."""
+
+    event: ClusterEvent
+    old: object
+    new: object
+    helps: dict[PoolGroup, bool]
+
+
 def _with_hint(registered: ClusterEvent | ClusterEventWithHint) -> ClusterEventWithHint:
     return registered if isinstance(registered, ClusterEventWithHint) else ClusterEventWithHint(registered)
 
@@ -167,12 +184,15 @@ class SchedulingQueue:
         self.where = _Placement()
         self.infos: dict[str, QueuedPodInfo] = {}
         self._unschedulable_since: dict[str, float] = {}
-        self.in_flight: set[str] = set()
-        # bumps on every event that moved pods; a pod whose cycle started before the last move
-        # goes to backoff, not to the pool, so the event that arrived mid-cycle is not lost
-        self._move_cycle = 0
-        self._cycle = 0
-        self._cycle_of: dict[str, int] = {}
+        # pods in flight -> the number of the first event of their flight
+        self.in_flight: dict[str, int] = {}
+        # (pod, its flight's first event) in the order pods took off; entries of pods that have
+        # landed leave from the front (see _land)
+        self._take_offs: deque[tuple[str, int]] = deque()
+        # the events heard since the oldest pod in flight took off, the first numbered
+        # `_flight_base`
+        self._flight_events: deque[_FlightEvent] = deque()
+        self._flight_base = 0
         # pods that entered each queue, by (queue, event): read when metrics are scraped. Gated
         # pods count as entering the unschedulable queue, where kube-scheduler keeps them.
         self.incoming: dict[tuple[str, str], int] = {}
@@ -263,8 +283,7 @@ class SchedulingQueue:
         self.where.pop(key, None)
         self.infos.pop(key, None)
         self._unschedulable_since.pop(key, None)
-        self.in_flight.discard(key)
-        self._cycle_of.pop(key, None)
+        self._land(key)
         self._compact()
 
     def _current(self, where: str, seq: int, info: QueuedPodInfo) -> bool:
@@ -298,9 +317,7 @@ class SchedulingQueue:
         _, _, info = heapq.heappop(self._active)
         del self.where[info.key]
         info.attempts += 1
-        self._cycle += 1
-        self._cycle_of[info.key] = self._cycle
-        self.in_flight.add(info.key)
+        self._take_off(info.key)
         return info
 
     def peek_key(self) -> tuple[Any, ...] | None:
@@ -309,10 +326,56 @@ class SchedulingQueue:
 
     def done(self, key: str) -> None:
         """The pod left the scheduler (bound, or deleted)."""
-        self.in_flight.discard(key)
-        self._cycle_of.pop(key, None)
+        self._land(key)
         if key not in self.where:
             self.infos.pop(key, None)
+
+    # ----------------------------------------------------------------------------- in flight
+    def _take_off(self, key: str) -> None:
+        self._land(key)
+        start = self._flight_base + len(self._flight_events)
+        self.in_flight[key] = start
+        self._take_offs.append((key, start))
+
+    def _land(self, key: str) -> int | None:
+        """The pod is no longer in flight: the number of its flight's first event (None when it
+        was not in flight). Events no pod in flight can still be judged against are dropped."""
+        start = self.in_flight.pop(key, None)
+        if start is None:
+            return None
+        in_flight = self.in_flight
+        take_offs = self._take_offs
+        while take_offs and in_flight.get(take_offs[0][0]) != take_offs[0][1]:
+            take_offs.popleft()
+        events = self._flight_events
+        if not take_offs:
+            self._flight_base += len(events)
+            events.clear()
+        else:
+            oldest = take_offs[0][1]
+            while self._flight_base < oldest:
+                events.popleft()
+                self._flight_base += 1
+        return start
+
+    def _flight_helps(self, info: QueuedPodInfo, group: PoolGroup, start: int) -> bool:
+        """Whether an event of the pod's flight could make it schedulable, as its rejectors' hints
+        judge it (the flight's events are still kept: the pod has not landed yet)."""
+        skip = start - self._flight_base
+        if skip >= len(self._flight_events):
+            return False
+        for record in itertools.islice(self._flight_events, max(0, skip), None):
+            found = record.helps.get(group)
+            if found is None:
+                # a pod no plugin rejected is helped by any event, as in the pool
+                found = not group[0] or (
+                    bool(self._hints_for(group[0], record.event))
+                    and self._helps(group, info.pod, record.event, record.old, record.new)
+                )
+                record.helps[group] = found
+            if found:
+                return True
+        return False
 
     # ----------------------------------------------------------------------------- failures
     def backoff_duration(self, attempts: int) -> float:
@@ -324,30 +387,32 @@ class SchedulingQueue:
         return min(duration, self.settings.max_backoff)
 
     def add_unschedulable(self, info: QueuedPodInfo, plugins: Iterable[str], error: bool = False) -> None:
-        """After a failed attempt: the pool (rejection) or backoffQ (error, or an event that could
-        help arrived while the pod was being scheduled)."""
+        """After a failed attempt: the pool (rejection) or backoffQ (error, or an event of the
+        pod's flight that its rejectors' hints say could help)."""
         key = info.key
-        self.in_flight.discard(key)
         if key not in self.infos:
+            self._land(key)
             return  # deleted meanwhile
         now = self._now()
         info.timestamp = now
         info.unschedulable_plugins = set(plugins)
         info.backoff_expiry = now + self.backoff_duration(info.attempts)
-        started = self._cycle_of.pop(key, 0)
-        if error or self._move_cycle >= started > 0:
+        group = self._group(info)
+        start = self.in_flight.get(key)
+        helped = start is not None and self._flight_helps(info, group, start)
+        self._land(key)
+        if error or helped:
             self._push_backoff(info, ATTEMPT_FAILURE_EVENT)
             return
         self._count(UNSCHEDULABLE, ATTEMPT_FAILURE_EVENT)
-        self.where.park(key, self._group(info))
+        self.where.park(key, group)
         # re-inserted, so that the pool stays in the order pods entered it (see flush)
         self._unschedulable_since.pop(key, None)
         self._unschedulable_since[key] = now
 
     def requeue_immediately(self, info: QueuedPodInfo) -> None:
         """Put an in-flight pod straight back into activeQ (e.g. a gang member not tried yet)."""
-        self.in_flight.discard(info.key)
-        self._cycle_of.pop(info.key, None)
+        self._land(info.key)
         if info.key in self.infos:
             self._enqueue(info, FORCE_ACTIVATE_EVENT)
 
@@ -409,7 +474,9 @@ class SchedulingQueue:
         """Move unschedulable pods that `event` could help, and re-check the gated pods of plugins
         that registered it and do not name their pods themselves. `old` and `new` are the event's
         object before and after (a Node, a Pod), for the plugins' queueing hints."""
-        self._move_cycle = self._cycle
+        if self.in_flight:
+            # judged when each pod in flight lands (see add_unschedulable)
+            self._flight_events.append(_FlightEvent(event, old, new, {}))
         moved = 0
         label = event.resource + event.action
         helped: list[tuple[int, str]] = []
@@ -462,9 +529,7 @@ class SchedulingQueue:
         del self.where[key]
         self._unschedulable_since.pop(key, None)
         info.attempts += 1
-        self._cycle += 1
-        self._cycle_of[key] = self._cycle
-        self.in_flight.add(key)
+        self._take_off(key)
         return info
 
     def activate(self, keys: Iterable[str]) -> None:

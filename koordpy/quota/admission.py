@@ -8,7 +8,8 @@ Koordinator (pkg/scheduler/plugins/elasticquota/plugin.go PreFilter, plugin_help
 checkQuotaRecursive, getQuotaInfoUsedLimit): used + request <= runtime (max when runtime quota is
 off) in every resource the quota's max names; a non-preemptible pod also needs non-preemptible
 used + request <= min in every resource min names; with EnableCheckParentQuota every ancestor below
-the root is checked the same way, in the resources the pod asks for.
+the root is checked the same way, in the resources the pod asks for (pods admitted together: with
+the sum of what they ask beneath that ancestor, `koordinator_admit_ancestors`).
 
 scheduler-plugins (pkg/capacityscheduling/capacity_scheduling.go PreFilter, elasticquota.go
 usedOverMaxWith, aggregatedUsedOverMinWith): used + request (with the pods nominated in the same
@@ -75,7 +76,7 @@ def koordinator_admit(
     row = tree.rows[pod_quota.name]
     names = tree.resources
     managed = tree.max_mask[row]
-    asked = np.where(managed, tree.vector(request), 0)
+    asked = leaf_ask(tree, row, request)
     limits = runtime if enable_runtime_quota else tree.max
     kind = "runtime" if enable_runtime_quota else "max"
     message = _message(f"quota {pod_quota.name}", _over(names, managed, used[row], asked, limits[row], kind))
@@ -90,12 +91,49 @@ def koordinator_admit(
         if message:
             return message
     if check_parents:
-        asks = asked > 0
+        return koordinator_admit_ancestors(
+            tree, runtime, used, {row: asked}, enable_runtime_quota=enable_runtime_quota
+        )
+    return None
+
+
+def leaf_ask(tree: QuotaTree, row: int, request: Mapping[str, int]) -> Int64Array:
+    """A request as it counts in quota `row` and above: in the resources the quota's max names
+    (Koordinator masks a pod's request with its quota's max before adding it to used)."""
+    return np.where(tree.max_mask[row], tree.vector(request), 0)
+
+
+def koordinator_admit_ancestors(
+    tree: QuotaTree,
+    runtime: Int64Array,
+    used: Int64Array,
+    asks: Mapping[int, Int64Array],
+    *,
+    enable_runtime_quota: bool = True,
+) -> str | None:
+    """EnableCheckParentQuota's checkQuotaRecursive for pods admitted together: `asks` maps each
+    quota row to what the pods of that quota ask (`leaf_ask`). Every ancestor below the root is
+    checked against the sum of the asks beneath it, in the resources those pods ask for.
+
+    Koordinator checks one pod at a time, and a gang's members already reserved count in every
+    ancestor's used; the last member to ask a resource is thus checked with the whole gang's
+    request in it, in every ancestor it shares with the others: all members pass iff the sums do."""
+    names = tree.resources
+    limits = runtime if enable_runtime_quota else tree.max
+    kind = "runtime" if enable_runtime_quota else "max"
+    summed: dict[int, Int64Array] = {}
+    below: dict[int, list[str]] = {}
+    # nearest ancestors first, in the order of the asks: the message names the first one passed
+    for row, asked in asks.items():
         for a in tree.ancestors(row):
-            parts = _over(names, tree.max_mask[a] & asks, used[a], asked, limits[a], kind)
-            message = _message(f"quota {tree.names[a]} (above {pod_quota.name})", parts)
-            if message:
-                return message
+            acc = summed.get(a)
+            summed[a] = asked.copy() if acc is None else acc + asked
+            below.setdefault(a, []).append(tree.names[row])
+    for a, asked in summed.items():
+        parts = _over(names, tree.max_mask[a] & (asked > 0), used[a], asked, limits[a], kind)
+        message = _message(f"quota {tree.names[a]} (above {', '.join(sorted(below[a]))})", parts)
+        if message:
+            return message
     return None
 
 

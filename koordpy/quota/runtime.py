@@ -55,6 +55,9 @@ class RuntimeQuota:
     request: Int64Array
     # the request capped by max: what the quota asks of its parent
     limited_request: Int64Array
+    # what the quota's own pods and its children's limited requests add up to, before the request
+    # is raised to min (Koordinator's ChildRequest)
+    child_request: Int64Array
     # the min each quota was given in the split (its min, scaled down when its siblings' mins add
     # up to more than their parent has)
     min: Int64Array
@@ -103,8 +106,10 @@ def runtime_state(
     child_sum = own.copy()
     request = np.zeros((size, width), dtype=np.int64)
     limited = np.zeros((size, width), dtype=np.int64)
+    children = np.zeros((size, width), dtype=np.int64)
     for level in reversed(tree.levels):
         asked = child_sum[level]
+        children[level] = asked
         keeps_min = ~tree.allow_lent[level]
         asked = np.where(keeps_min[:, None], np.maximum(asked, tree.min[level]), asked)
         request[level] = asked
@@ -113,7 +118,7 @@ def runtime_state(
         np.add.at(child_sum, tree.parent[level], capped)
     request[ROOT_ROW] = limited[ROOT_ROW] = child_sum[ROOT_ROW]
     for row in (SYSTEM_ROW, DEFAULT_ROW):
-        request[row] = own[row]
+        request[row] = children[row] = own[row]
         limited[row] = np.minimum(own[row], tree.max[row])
 
     # top-down: each level shares out its parents' runtime
@@ -137,10 +142,14 @@ def runtime_state(
     result[SYSTEM_ROW] = tree.max[SYSTEM_ROW]
     result[DEFAULT_ROW] = tree.max[DEFAULT_ROW]
     inactive = ~tree.active
-    for matrix in (result, request, limited, mins):
+    # the root's ChildRequest is not kept (recursiveUpdateGroupTreeWithDeltaRequest stops there)
+    children[ROOT_ROW] = 0
+    for matrix in (result, request, limited, children, mins):
         matrix[inactive] = 0
         matrix.setflags(write=False)
-    return RuntimeQuota(runtime=result, request=request, limited_request=limited, min=mins)
+    return RuntimeQuota(
+        runtime=result, request=request, limited_request=limited, child_request=children, min=mins
+    )
 
 
 def subtree_sums(tree: QuotaTree, own: Int64Array) -> Int64Array:

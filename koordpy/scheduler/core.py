@@ -252,7 +252,11 @@ class SchedulerCore:
         col = snap.resource_col.get(GPU)
         if col is not None:
             rows = snap.live_rows()
-            nodes = zip(snap.allocatable[rows, col].tolist(), snap.requested[rows, col].tolist(), strict=True)
+            nodes = zip(
+                snap.allocatable_column(col, rows).tolist(),
+                snap.requested_column(col, rows).tolist(),
+                strict=True,
+            )
             requests = [p.requests.get(GPU, 0) for p in self.pods.values()]
             f = fragmentation(nodes, requests)
             out["koordpy_gpu_idle"] = float(f.idle)

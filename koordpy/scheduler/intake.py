@@ -51,12 +51,18 @@ class Scheduler(GroupCycle):
             for q in self.queues.values():
                 q.recheck(keys)
 
-    def on_object(self, kind: str, action: str, obj: Mapping[str, Any]) -> None:
+    def on_object(
+        self, kind: str, action: str, obj: Mapping[str, Any], old: Mapping[str, Any] | None = None
+    ) -> None:
         """Any other watched kind: handed to the features that subscribed to it, then the queues
-        hear of it (a PodGroup change can make its pods schedulable)."""
+        hear of it (a PodGroup change can make its pods schedulable). `old`: the object before an
+        update, when the world knows it."""
         for handler in self.shared.object_handlers.get(kind, ()):
             handler(action, obj)
-        self._broadcast(ClusterEvent(kind, action))
+        if action == "Delete":
+            self._broadcast(ClusterEvent(kind, action), obj, None)
+        else:
+            self._broadcast(ClusterEvent(kind, action), old, obj)
 
     def on_namespace(self, ns: Namespace) -> None:
         self.cache.set_namespace(ns)

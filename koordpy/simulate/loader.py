@@ -30,6 +30,7 @@ from koordpy.api.priorityclass import PriorityClass
 from koordpy.simulate.documents import STDIN, STDIN_LABEL, ScenarioError, Source, describe, read_documents
 from koordpy.simulate.objects import Entry, entries_of
 from koordpy.simulate.priorities import Priorities, read_priorities
+from koordpy.simulate.timeline import ARRIVE_AFTER, REMOVE_AFTER, TIMELINE_ANNOTATIONS, Timing, read_timing
 from koordpy.simulate.workloads import MAX_PODS_PER_WORKLOAD, WORKLOAD_KINDS, pod_count, stamp_pods
 
 __all__ = [
@@ -63,9 +64,23 @@ class Scenario:
     # Explicit and workload-stamped pods in creation order, as API dicts after defaulting.
     pods: list[dict[str, Any]] = field(default_factory=list)
     sources: dict[tuple[str, str, str], Source] = field(default_factory=dict)
+    # The timeline annotations (simulation.koordpy.io/...) by (kind, namespace, name); a workload's
+    # pods are listed under their own keys. Objects without them arrive at zero and stay.
+    timing: dict[tuple[str, str, str], Timing] = field(default_factory=dict)
+    # "namespace/name" of the pods a workload stamped: its controller creates them again when lost
+    workload_pods: set[str] = field(default_factory=set)
+
+    @property
+    def has_timeline(self) -> bool:
+        """Whether any object carries a timeline annotation: only then does the report show times."""
+        return bool(self.timing)
+
+    def arrival(self, kind: str, namespace: str, name: str) -> float:
+        timing = self.timing.get((kind, namespace, name))
+        return timing.arrive if timing is not None else 0.0
 
 
-def _default_pod(pod: dict[str, Any], priorities: Priorities) -> None:
+def _default_pod(pod: dict[str, Any], priorities: Priorities, at: float = 0.0) -> None:
     """Defaulting and admission for a pod about to be created. A spec that is not an object is left
     alone: the scheduler reports that pod as InvalidSpec."""
     meta = pod["metadata"]
@@ -75,7 +90,7 @@ def _default_pod(pod: dict[str, Any], priorities: Priorities) -> None:
         return
     if not spec.get("schedulerName"):
         spec["schedulerName"] = DEFAULT_SCHEDULER_NAME
-    priorities.admit(spec)
+    priorities.admit(spec, at)
 
 
 def _too_many(max_objects: int) -> str:
@@ -106,7 +121,9 @@ def load_scenario(
         if entry.kind == "Pod":
             continue  # registered below, in creation order, together with the pods workloads stamp
         _register(owners, entry.key, entry.source, entry, "metadata.name")
-    priorities, scenario.priority_classes = read_priorities(entries)
+    for entry in entries:
+        _read_timing(scenario, entry)
+    priorities, scenario.priority_classes = read_priorities(entries, scenario.timing)
 
     objects = len(entries)
     for entry in entries:
@@ -118,7 +135,7 @@ def load_scenario(
             pod = copy.deepcopy(entry.obj)
             _register(owners, entry.key, entry.source, entry, "metadata.name")
             try:
-                _default_pod(pod, priorities)
+                _default_pod(pod, priorities, scenario.arrival(*entry.key))
             except SpecError as err:
                 raise entry.spec_error(err) from err
             scenario.pods.append(pod)
@@ -127,11 +144,15 @@ def load_scenario(
             if objects + count > max_objects:
                 raise entry.error(field, f"{count} pods: {_too_many(max_objects)}")
             objects += count
+            template = _template_timing(entry)
             for pod in stamp_pods(entry):
                 key = ("Pod", entry.namespace, pod["metadata"]["name"])
                 _register(owners, key, entry.source, entry, "metadata.name", stamped=True)
+                if template is not None:
+                    scenario.timing[key] = template
+                scenario.workload_pods.add(f"{entry.namespace}/{key[2]}")
                 try:
-                    _default_pod(pod, priorities)
+                    _default_pod(pod, priorities, scenario.arrival(*key))
                 except SpecError as err:
                     raise entry.spec_error(err, "spec.template") from err
                 scenario.pods.append(pod)
@@ -157,6 +178,46 @@ def load_scenario(
         # PriorityClass entries were handled first: every pod's admission needs all of them.
     scenario.sources = owners
     return scenario
+
+
+# which timeline annotations each kind takes on its own metadata; every other kind takes arrive-after
+_TIMING_OF_KIND = {
+    "Pod": TIMELINE_ANNOTATIONS,
+    "Node": (ARRIVE_AFTER, REMOVE_AFTER),
+}
+
+
+def _read_timing(scenario: Scenario, entry: Entry) -> None:
+    meta = entry.obj.get("metadata")
+    annotations = meta.get("annotations") if isinstance(meta, dict) else None
+    timing, field, message = read_timing(annotations, _TIMING_OF_KIND.get(entry.kind, (ARRIVE_AFTER,)))
+    if field:
+        raise entry.error(field, message)
+    if timing is not None:
+        scenario.timing[entry.key] = timing
+
+
+def _template_timing(entry: Entry) -> Timing | None:
+    """The timing of each pod a workload stamps: its template's annotations, the pods arriving no
+    earlier than the workload itself."""
+    own = entry.obj["metadata"].get("annotations")
+    spec = entry.obj.get("spec")
+    template = spec.get("template") if isinstance(spec, dict) else None
+    meta = template.get("metadata") if isinstance(template, dict) else None
+    annotations = meta.get("annotations") if isinstance(meta, dict) else None
+    timing, field, message = read_timing(annotations, TIMELINE_ANNOTATIONS, under="spec.template")
+    if field:
+        raise entry.error(field, message)
+    workload, _, _ = read_timing(own, (ARRIVE_AFTER,))
+    if workload is None:
+        return timing
+    if timing is None:
+        return workload
+    arrive = max(timing.arrive, workload.arrive)
+    if timing.remove is not None and timing.remove <= arrive:
+        message = f"removal at {timing.remove:g}s must come after the arrival at {arrive:g}s"
+        raise entry.error(f"spec.template.metadata.annotations[{REMOVE_AFTER}]", message)
+    return Timing(arrive, timing.run_for, timing.remove)
 
 
 def _register(

@@ -3,6 +3,8 @@
 It feeds the scheduler the same events an informer would, carries out the scheduler's decisions in
 place (a binding sets `spec.nodeName`; an eviction marks the victim and deletes it after its grace
 period), and advances the virtual clock straight to the next deadline whenever nothing is runnable.
+With a timeline (see koordpy.simulate.timeline), the next deadline may also be an object's arrival,
+a pod's completion, or the removal of a node or a pod.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import copy
 import heapq
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from koordpy.api import names
@@ -20,7 +23,19 @@ from koordpy.api.pod import Pod
 from koordpy.api.time import format_timestamp
 from koordpy.framework.clock import VirtualClock
 from koordpy.framework.effects import Bind, Effect, Evict, Nominate, PodUnschedulable, RecordEvent
+from koordpy.plugins.coscheduling.gang import membership
 from koordpy.scheduler import Scheduler
+from koordpy.simulate.timeline import Timeline
+from koordpy.simulate.workloads import replacement_pod
+
+# what the pod garbage collector writes on the pods of a node that is gone, before deleting them
+# (kube's pkg/controller/podgc: phase Failed and a DisruptionTarget condition)
+DELETION_BY_POD_GC = "DeletionByPodGC"
+NODE_GONE_MESSAGE = "PodGC: node no longer exists"
+FAILED = "Failed"
+SUCCEEDED = "Succeeded"
+# the report's phase of a pod its own remove-after deleted
+DELETED = "Deleted"
 
 
 def _other_conditions(status: Mapping[str, Any], kind: str) -> list[Any]:
@@ -41,6 +56,16 @@ class Eviction:
 
 
 @dataclass(slots=True)
+class Removal:
+    """A pod the timeline took away: the phase, reason and message the report shows for it."""
+
+    phase: str
+    node: str | None
+    reason: str | None = None
+    message: str | None = None
+
+
+@dataclass(slots=True)
 class MemoryCluster:
     scheduler: Scheduler
     clock: VirtualClock
@@ -54,6 +79,16 @@ class MemoryCluster:
     _seq: int = 0
     # called after each batch of effects, e.g. to recompute PodGroup status
     after_effects: list[Callable[[], None]] = field(default_factory=list)
+    # only when the scenario has a timeline: the events to come and the times of each pod
+    timeline: Timeline | None = None
+    # the run-for of pods, by key; the pods a workload stamped, to create again; and the pods the
+    # timeline took away, with what the report shows of them
+    run_for: dict[str, float] = field(default_factory=dict)
+    stamped: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    removed: dict[str, Removal] = field(default_factory=dict)
+    # pods created by a controller again, in creation order, whose names the input does not hold
+    replacements: list[str] = field(default_factory=list)
+    _names: dict[tuple[str, str, str], int] = field(default_factory=dict)
 
     # ----------------------------------------------------------------------------- objects in
     def add_namespace(self, ns: Namespace) -> None:
@@ -61,6 +96,8 @@ class MemoryCluster:
 
     def add_node(self, node: Node) -> None:
         self.scheduler.on_node_add(node)
+        if self.timeline is not None:
+            self.timeline.node_added(node, self.clock.now())
 
     def add_pod(self, obj: Mapping[str, Any]) -> Pod:
         # copy the levels this world writes to in place; the spec is only ever replaced, never
@@ -76,10 +113,21 @@ class MemoryCluster:
         else:
             raw["status"].setdefault("phase", "Pending")
         pod = Pod.from_dict(raw, creation_ts=self.clock.now())
+        again = pod.key in self.views
         self.pods[pod.key] = raw
         self.views[pod.key] = pod
-        self.order.append(pod.key)
+        if again:
+            # created again under its old name (a StatefulSet's pod): one entry, the latest pod
+            self.deleted.discard(pod.key)
+            self.removed.pop(pod.key, None)
+        else:
+            self.order.append(pod.key)
         self.scheduler.on_pod_add(pod)
+        if self.timeline is not None:
+            m = membership(pod)
+            self.timeline.pod_created(pod, m.gang_id if m is not None else None, self.clock.now())
+            if pod.node_name:
+                self._finish_later(pod)
         return pod
 
     def _replace(self, key: str, raw: dict[str, Any]) -> Pod:
@@ -94,6 +142,8 @@ class MemoryCluster:
             return
         self.deleted.add(key)
         self.scheduler.on_pod_delete(pod)
+        if self.timeline is not None:
+            self.timeline.pod_ended(key, self.clock.now())
 
     # ----------------------------------------------------------------------------- decisions out
     def apply(self, effects: list[Effect]) -> None:
@@ -142,6 +192,9 @@ class MemoryCluster:
         self.views[key] = pod
         self.scheduler.binding_done(key)
         self.scheduler.on_pod_update(pod)
+        if self.timeline is not None:
+            self.timeline.pod_bound(pod, self.clock.now())
+            self._finish_later(pod)
 
     def _unschedulable(self, e: PodUnschedulable) -> None:
         key = e.pod.key
@@ -205,6 +258,94 @@ class MemoryCluster:
         )
         self._seq += 1
         heapq.heappush(self._deletions, (self.clock.now() + grace, self._seq, key))
+        if self.timeline is not None:
+            self.timeline.pod_evicted(self.clock.now())
+
+    # ----------------------------------------------------------------------------- the timeline
+    def _finish_later(self, pod: Pod) -> None:
+        """A pod with a run-for completes that long after it is bound (this very pod: one created
+        again under its name runs its own time)."""
+        run_for = self.run_for.get(pod.key)
+        if run_for is None or self.timeline is None:
+            return
+        self.timeline.at(self.clock.now() + run_for, partial(self.complete_pod, pod.key, pod.uid))
+
+    def _current(self, key: str, uid: str) -> Pod | None:
+        pod = self.views.get(key)
+        if pod is None or pod.uid != uid or key in self.deleted:
+            return None
+        return pod
+
+    def complete_pod(self, key: str, uid: str) -> None:
+        """The pod's containers exited 0: phase Succeeded; it keeps its node name and gives its
+        resources back, as the kubelet's status write does. The scheduler hears of it as a
+        deletion: kube-scheduler's pod informer selects only pods that are not terminal, so a pod
+        that completes leaves its watch as a delete (and the plugins' Pod/Delete events fire)."""
+        pod = self._current(key, uid)
+        if pod is None or not pod.node_name or pod.is_terminal:
+            return
+        raw = {**self.pods[key], "status": {**(self.pods[key].get("status") or {}), "phase": SUCCEEDED}}
+        self.pods[key] = raw
+        pod = pod.with_changes(phase=SUCCEEDED, raw=raw)
+        self.views[key] = pod
+        self.scheduler.on_pod_delete(pod)
+        if self.timeline is not None:
+            self.timeline.pod_ended(key, self.clock.now())
+
+    def remove_pod(self, key: str, uid: str) -> None:
+        """The pod's remove-after: deleted, as `kubectl delete pod` does. A finished pod stays
+        reported as it finished; a pod of a workload is not created again (its owner took it)."""
+        pod = self._current(key, uid)
+        if pod is None or pod.is_terminal:
+            return
+        if (pod.raw.get("metadata") or {}).get("deletionTimestamp"):
+            return  # a preemption victim on its way out: it is reported as such
+        self.removed[key] = Removal(DELETED, pod.node_name or None, None, None)
+        self.delete_pod(key)
+
+    def remove_node(self, name: str) -> None:
+        """The node's remove-after: its pods get what the pod garbage collector writes (phase
+        Failed, DisruptionTarget DeletionByPodGC) and are deleted; the pods a workload stamped are
+        created again by their controller, to be scheduled again."""
+        if self.timeline is None:
+            return
+        for key in self.timeline.node_removed(name, self.clock.now()):
+            pod = self.views[key]
+            raw = self.pods[key]
+            if not (raw.get("metadata") or {}).get("deletionTimestamp"):
+                status = dict(raw.get("status") or {})
+                conditions = _other_conditions(status, "DisruptionTarget")
+                conditions.append(
+                    {
+                        "type": "DisruptionTarget",
+                        "status": "True",
+                        "reason": DELETION_BY_POD_GC,
+                        "message": NODE_GONE_MESSAGE,
+                    }
+                )
+                status["conditions"] = conditions
+                status["phase"] = FAILED
+                self.pods[key] = {**raw, "status": status}
+                self.views[key] = pod.with_changes(phase=FAILED, raw=self.pods[key])
+                self.removed[key] = Removal(FAILED, name, DELETION_BY_POD_GC, NODE_GONE_MESSAGE)
+            self.delete_pod(key)
+            template = self.stamped.get(key)
+            if template is not None and key in self.removed:
+                self._create_again(key, template)
+        self.scheduler.on_node_delete(name)
+
+    def _create_again(self, key: str, template: Mapping[str, Any]) -> None:
+        """The controller replaces a pod it lost: a StatefulSet under the same name, the others
+        under the next free name of the workload."""
+        namespace = key.split("/", 1)[0]
+        raw = replacement_pod(template, lambda name: f"{namespace}/{name}" in self.views, self._names)
+        new_key = f"{raw['metadata']['namespace']}/{raw['metadata']['name']}"
+        self.stamped[new_key] = template
+        if key in self.run_for:
+            self.run_for[new_key] = self.run_for[key]
+        if new_key != key:
+            self.replacements.append(new_key)
+        self.add_pod(raw)
 
     # ----------------------------------------------------------------------------- the loop
     def run(self, max_virtual_seconds: float) -> None:
@@ -224,6 +365,7 @@ class MemoryCluster:
                 for t in (
                     sched.next_wakeup(include_flush=False),
                     self._deletions[0][0] if self._deletions else None,
+                    self.timeline.next_at() if self.timeline is not None else None,
                 )
                 if t is not None
             ]
@@ -237,5 +379,10 @@ class MemoryCluster:
             while self._deletions and self._deletions[0][0] <= self.clock.now():
                 _, _, key = heapq.heappop(self._deletions)
                 self.delete_pod(key)
+            due = self.timeline.next_at() if self.timeline is not None else None
+            if self.timeline is not None and due is not None and due <= self.clock.now():
+                # the objects of one instant arrive together: a gang's gate sees all its members
+                with sched.bulk():
+                    self.timeline.fire_due(self.clock.now())
             sched.tick()
             self.apply(sched.drain())

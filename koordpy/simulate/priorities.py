@@ -3,8 +3,8 @@ built-in ones, and each new pod's priority resolved from its class as the API se
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from koordpy.api.errors import SpecError
@@ -12,6 +12,7 @@ from koordpy.api.pod import PREEMPT_LOWER_PRIORITY
 from koordpy.api.priorityclass import BUILTIN_PRIORITY_CLASSES, PriorityClass
 from koordpy.simulate.documents import describe
 from koordpy.simulate.objects import Entry
+from koordpy.simulate.timeline import Timing
 
 SYSTEM_PREFIX = "system-"
 
@@ -22,10 +23,13 @@ class Priorities:
 
     classes: dict[str, PriorityClass]
     global_default: PriorityClass | None
+    # the virtual time each class of the input arrives at, when a timeline annotation says so
+    arrivals: Mapping[str, float] = field(default_factory=dict)
 
-    def admit(self, spec: dict[str, Any]) -> None:
-        """Sets spec.priority, spec.priorityClassName and spec.preemptionPolicy as admission does;
-        raises SpecError for what the API server would reject."""
+    def admit(self, spec: dict[str, Any], at: float = 0.0) -> None:
+        """Sets spec.priority, spec.priorityClassName and spec.preemptionPolicy as admission does
+        for a pod created at virtual time `at`; raises SpecError for what the API server would
+        reject (a class that does not exist yet included)."""
         class_name = spec.get("priorityClassName")
         if class_name is not None and not isinstance(class_name, str):
             raise SpecError("spec.priorityClassName", f"must be a string, got {class_name!r}")
@@ -34,8 +38,15 @@ class Priorities:
             if pc is None:
                 message = f"no PriorityClass with name {class_name} was found"
                 raise SpecError("spec.priorityClassName", message)
+            arrives = self.arrivals.get(class_name, 0.0)
+            if arrives > at:
+                message = (
+                    f"no PriorityClass with name {class_name} was found: it arrives at {arrives:g}s, "
+                    f"the pod at {at:g}s"
+                )
+                raise SpecError("spec.priorityClassName", message)
             value, policy = pc.value, pc.preemption_policy
-        elif self.global_default is not None:
+        elif self.global_default is not None and self.arrivals.get(self.global_default.name, 0.0) <= at:
             spec["priorityClassName"] = self.global_default.name
             value, policy = self.global_default.value, self.global_default.preemption_policy
         else:
@@ -58,7 +69,9 @@ class Priorities:
         spec["preemptionPolicy"] = policy
 
 
-def read_priorities(entries: Sequence[Entry]) -> tuple[Priorities, list[PriorityClass]]:
+def read_priorities(
+    entries: Sequence[Entry], timing: Mapping[tuple[str, str, str], Timing] | None = None
+) -> tuple[Priorities, list[PriorityClass]]:
     builtins = {pc.name: pc for pc in BUILTIN_PRIORITY_CLASSES}
     classes = dict(builtins)
     listed: list[PriorityClass] = []
@@ -94,4 +107,5 @@ def read_priorities(entries: Sequence[Entry]) -> tuple[Priorities, list[Priority
             global_default, default_entry = pc, entry
         classes[pc.name] = pc
         listed.append(pc)
-    return Priorities(classes, global_default), listed
+    arrivals = {name: t.arrive for (kind, _, name), t in (timing or {}).items() if kind == "PriorityClass"}
+    return Priorities(classes, global_default, arrivals), listed

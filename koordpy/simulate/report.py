@@ -31,12 +31,16 @@ __all__ = [
     "render_table",
     "render_yaml",
     "summary_line",
+    "waiting_lines",
 ]
 
 BOUND = "Bound"
 PENDING = "Pending"
 PREEMPTED = names.EVENT_PREEMPTED
 NONE = "<none>"  # how kubectl shows an unset field, so that every column keeps a value
+
+
+_POD_FIELDS = ("namespace", "name", "node", "phase", "nominatedNodeName", "reason", "message")
 
 
 @dataclass(slots=True)
@@ -48,13 +52,15 @@ class PodResult:
     nominatedNodeName: str | None = None
     reason: str | None = None
     message: str | None = None
+    # Merged into the JSON object after the contract fields: e.g. a timeline's createdAt.
+    extras: dict[str, Any] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "namespace": self.namespace,
             "name": self.name,
             "node": self.node,
@@ -63,6 +69,7 @@ class PodResult:
             "reason": self.reason,
             "message": self.message,
         }
+        return _merge(out, self.extras, "PodResult") if self.extras else out
 
     @staticmethod
     def from_dict(obj: Mapping[str, Any]) -> PodResult:
@@ -74,6 +81,7 @@ class PodResult:
             nominatedNodeName=obj.get("nominatedNodeName"),
             reason=obj.get("reason"),
             message=obj.get("message"),
+            extras={k: v for k, v in obj.items() if k not in _POD_FIELDS},
         )
 
 
@@ -265,6 +273,30 @@ def quota_line(quota: Mapping[str, Any]) -> str:
     return f"{head}: {'; '.join(parts)}"
 
 
+def _wait(stats: Mapping[str, Any]) -> str:
+    if not stats.get("count"):
+        text = "none scheduled"
+    else:
+        text = (
+            f"{_seconds(stats['p50'])}/{_seconds(stats['p90'])}/{_seconds(stats['max'])} "
+            f"over {_plural(int(stats['count']), 'pod')}"
+        )
+    if stats.get("pending"):
+        text += f", {stats['pending']} never scheduled"
+    return text
+
+
+def waiting_lines(waiting: Mapping[str, Any]) -> list[str]:
+    """The report's waitingTime in a line per table: p50/p90/max of each group."""
+    lines = []
+    for table, title in (("byPriorityClass", "priority class"), ("byGang", "gang"), ("byQuota", "quota")):
+        groups = waiting.get(table)
+        if isinstance(groups, Mapping) and groups:
+            parts = "; ".join(f"{name} {_wait(stats)}" for name, stats in groups.items())
+            lines.append(f"waiting time by {title} (p50/p90/max): {parts}")
+    return lines
+
+
 def render_table(report: Report) -> str:
     lines = _table(
         ("NAMESPACE/NAME", "NODE", "PHASE", "REASON", "MESSAGE"),
@@ -290,6 +322,9 @@ def render_table(report: Report) -> str:
     quotas = report.extras.get("quotas")
     if isinstance(quotas, list):
         lines += [quota_line(q) for q in quotas if isinstance(q, Mapping)]
+    waiting = report.extras.get("waitingTime")
+    if isinstance(waiting, Mapping):
+        lines += waiting_lines(waiting)
     frag = report.extras.get("fragmentation")
     if isinstance(frag, dict) and frag.get("commonRequest"):
         lines.append(

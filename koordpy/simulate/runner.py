@@ -6,24 +6,30 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Mapping
+from functools import partial
 from types import TracebackType
-from typing import TextIO
+from typing import Any, TextIO
 
 from koordpy.api import names
+from koordpy.api.elasticquota import KOORDINATOR_GROUP, QuotaIndex, quota_of_pod
 from koordpy.config.models import SchedulerConfiguration
 from koordpy.framework.clock import VirtualClock
 from koordpy.plugins import registry
+from koordpy.plugins.coscheduling.gang import membership
 from koordpy.scheduler import Scheduler
 from koordpy.simulate.gangs import add_pod_groups
 from koordpy.simulate.loader import Scenario
-from koordpy.simulate.memory import MemoryCluster
+from koordpy.simulate.memory import SUCCEEDED, Eviction, MemoryCluster
 from koordpy.simulate.quotas import add_quotas
 from koordpy.simulate.report import PodGroupResult, PodResult, PreemptionResult, Report
+from koordpy.simulate.timeline import Timeline
 from koordpy.status.fragmentation import GPU, fragmentation
 from koordpy.status.topology import TopologySpecError, build_tree, detail_status, parse_layer_chain
 
 REASON_SCHEDULER_NOT_FOUND = names.SCHEDULER_NOT_FOUND
 REASON_SCHEDULING_GATED = names.SCHEDULING_GATED
+# a pod whose arrive-after the run did not reach
+NOT_CREATED = "NotCreated"
 
 # Extra sections of the report (PodGroup status, topology status, ...) come from the features that
 # own them; each contributes through a hook that sees the finished world.
@@ -38,26 +44,95 @@ def build_world(scenario: Scenario, config: SchedulerConfiguration) -> MemoryClu
     clock = VirtualClock(0.0)
     scheduler = Scheduler(config, registry(), clock)
     world = MemoryCluster(scheduler, clock)
+    if scenario.has_timeline:
+        world.timeline = Timeline()
+    arrive = _Arrivals(world, scenario)
     for ns in scenario.namespaces:
-        world.add_namespace(ns)
+        arrive(("Namespace", "", ns.name), partial(world.add_namespace, ns))
     for node in scenario.nodes:
-        world.add_node(node)
+        arrive(("Node", "", node.name), partial(world.add_node, node))
     # the scheduler takes these kinds as an informer delivers them, as API objects: each gets the
     # very object it was loaded from, never one rebuilt from the parsed view
     for pg in scenario.pod_groups:
-        scheduler.on_object("PodGroup", "Add", pg.raw)
+        arrive(("PodGroup", pg.namespace, pg.name), _handing(scheduler, "PodGroup", pg.raw))
     for pdb in scenario.pdbs:
-        scheduler.on_object("PodDisruptionBudget", "Add", pdb.raw)
+        key = ("PodDisruptionBudget", pdb.namespace, pdb.name)
+        arrive(key, _handing(scheduler, "PodDisruptionBudget", pdb.raw))
     for topology in scenario.topologies:
-        scheduler.on_object("ClusterNetworkTopology", "Add", topology)
+        name = str((topology.get("metadata") or {}).get("name"))
+        arrive(("ClusterNetworkTopology", "", name), _handing(scheduler, "ClusterNetworkTopology", topology))
     for quota in scenario.elastic_quotas:
-        scheduler.on_object("ElasticQuota", "Add", quota.raw)
+        arrive(("ElasticQuota", quota.namespace, quota.name), _handing(scheduler, "ElasticQuota", quota.raw))
+    for pc in scenario.priority_classes:
+        # admission read it already; its arrival is a step of the timeline all the same
+        arrive(("PriorityClass", "", pc.name), _nothing)
     for hook in SETUP_HOOKS:
         hook(world, scenario)
     with scheduler.bulk():
         for pod in scenario.pods:
-            world.add_pod(pod)
+            meta = pod["metadata"]
+            arrive(("Pod", meta["namespace"], meta["name"]), partial(world.add_pod, pod))
+    arrive.removals()
     return world
+
+
+def _handing(scheduler: Scheduler, kind: str, obj: Mapping[str, Any]) -> Callable[[], object]:
+    return partial(scheduler.on_object, kind, "Add", obj)
+
+
+def _nothing() -> None:
+    pass
+
+
+class _Arrivals:
+    """Creates each object at zero, or plans it at the virtual time its arrive-after names; notes
+    the run-for and remove-after of nodes and pods for the world."""
+
+    def __init__(self, world: MemoryCluster, scenario: Scenario) -> None:
+        self.world = world
+        self.scenario = scenario
+
+    def __call__(self, key: tuple[str, str, str], add: Callable[[], object]) -> None:
+        timeline = self.world.timeline
+        timing = self.scenario.timing.get(key)
+        if key[0] == "Pod" and timeline is not None:
+            pod_key = f"{key[1]}/{key[2]}"
+            if timing is not None and timing.run_for is not None:
+                self.world.run_for[pod_key] = timing.run_for
+        if timeline is None or timing is None or timing.arrive <= 0:
+            if timeline is not None and key[0] not in ("Pod", "Node"):
+                timeline.happened(0.0)
+            add()
+            return
+        when = timing.arrive
+        if key[0] in ("Pod", "Node"):
+            timeline.at(when, add)
+            return
+
+        def arrive() -> None:
+            timeline.happened(when)
+            add()
+
+        timeline.at(when, arrive)
+
+    def removals(self) -> None:
+        """After every arrival is planned, so that at one instant arrivals come first."""
+        world, timeline = self.world, self.world.timeline
+        if timeline is None:
+            return
+        for pod in self.scenario.pods:
+            meta = pod["metadata"]
+            pod_key = f"{meta['namespace']}/{meta['name']}"
+            if pod_key in self.scenario.workload_pods:
+                world.stamped[pod_key] = pod
+            timing = self.scenario.timing.get(("Pod", meta["namespace"], meta["name"]))
+            if timing is not None and timing.remove is not None:
+                uid = str(meta.get("uid") or pod_key)
+                timeline.at(timing.remove, partial(world.remove_pod, pod_key, uid))
+        for node in self.scenario.nodes:
+            timing = self.scenario.timing.get(("Node", "", node.name))
+            if timing is not None and timing.remove is not None:
+                timeline.at(timing.remove, partial(world.remove_node, node.name))
 
 
 class ProgressLine:
@@ -190,48 +265,126 @@ def add_fragmentation(world: MemoryCluster, report: Report) -> None:
     if col is None:
         return
     rows = snap.live_rows()
-    if not snap.allocatable[rows, col].any():
+    if not snap.allocatable_column(col, rows).any():
         return
-    nodes = zip(snap.allocatable[rows, col].tolist(), snap.requested[rows, col].tolist(), strict=True)
+    nodes = zip(
+        snap.allocatable_column(col, rows).tolist(), snap.requested_column(col, rows).tolist(), strict=True
+    )
     requests = [p.requests.get(GPU, 0) for k, p in world.views.items() if k not in world.deleted]
     report.extras["fragmentation"] = fragmentation(nodes, requests).to_dict()
 
 
-def build_report(world: MemoryCluster, scenario: Scenario) -> Report:
+def _pod_result(world: MemoryCluster, key: str, evicted: Mapping[str, Eviction]) -> PodResult:
     sched = world.scheduler
-    evicted = {e.victim: e for e in world.evictions}
-    pods: list[PodResult] = []
-    for key in world.order:
-        pod = world.views[key]
-        raw = world.pods[key]
-        nominated = (raw.get("status") or {}).get("nominatedNodeName") or None
-        if key in evicted and key in world.deleted:
-            pods.append(
-                PodResult(pod.namespace, pod.name, evicted[key].node, names.EVENT_PREEMPTED, None, None, None)
+    pod = world.views[key]
+    raw = world.pods[key]
+    nominated = (raw.get("status") or {}).get("nominatedNodeName") or None
+    if key in evicted and key in world.deleted:
+        return PodResult(pod.namespace, pod.name, evicted[key].node, names.EVENT_PREEMPTED, None, None, None)
+    if world.timeline is not None:
+        removal = world.removed.get(key)
+        if removal is not None:
+            return PodResult(
+                pod.namespace, pod.name, removal.node, removal.phase, None, removal.reason, removal.message
             )
-            continue
-        if pod.node_name:
-            pods.append(PodResult(pod.namespace, pod.name, pod.node_name, "Bound", None, None, None))
-            continue
-        reason: str | None
-        message: str | None
-        outcome = sched.outcomes.get(key)
-        if outcome is not None:
-            reason, message = outcome.reason, outcome.message
-        elif not sched.serves(pod):
-            reason = REASON_SCHEDULER_NOT_FOUND
-            message = f"no profile serves schedulerName {pod.scheduler_name!r}"
+        if pod.phase == SUCCEEDED and pod.node_name:
+            return PodResult(pod.namespace, pod.name, pod.node_name, SUCCEEDED, None, None, None)
+    if pod.node_name:
+        return PodResult(pod.namespace, pod.name, pod.node_name, "Bound", None, None, None)
+    reason: str | None
+    message: str | None
+    outcome = sched.outcomes.get(key)
+    if outcome is not None:
+        reason, message = outcome.reason, outcome.message
+    elif not sched.serves(pod):
+        reason = REASON_SCHEDULER_NOT_FOUND
+        message = f"no profile serves schedulerName {pod.scheduler_name!r}"
+    else:
+        queue = sched.queues[pod.scheduler_name]
+        info = queue.infos.get(key)
+        if info is not None and info.gated_message:
+            reason = names.GANG_NOT_READY if info.gated_by == names.COSCHEDULING else REASON_SCHEDULING_GATED
+            message = info.gated_message
         else:
-            queue = sched.queues[pod.scheduler_name]
-            info = queue.infos.get(key)
-            if info is not None and info.gated_message:
-                reason = (
-                    names.GANG_NOT_READY if info.gated_by == names.COSCHEDULING else REASON_SCHEDULING_GATED
-                )
-                message = info.gated_message
-            else:
-                reason, message = names.UNSCHEDULABLE, "not scheduled before the simulation ended"
-        pods.append(PodResult(pod.namespace, pod.name, None, "Pending", nominated, reason, message))
+            reason, message = names.UNSCHEDULABLE, "not scheduled before the simulation ended"
+    return PodResult(pod.namespace, pod.name, None, "Pending", nominated, reason, message)
+
+
+def _timeline_pods(
+    world: MemoryCluster, scenario: Scenario, evicted: Mapping[str, Eviction]
+) -> list[PodResult]:
+    """Every pod of the input in input order, then those controllers created again, each with its
+    times; a pod whose arrival the run did not reach is reported as not created."""
+    timeline = world.timeline
+    assert timeline is not None
+    pods: list[PodResult] = []
+    keys = [f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in scenario.pods]
+    for key in [*keys, *world.replacements]:
+        if key in world.views:
+            result = _pod_result(world, key, evicted)
+        else:
+            namespace, name = key.split("/", 1)
+            arrive = scenario.arrival("Pod", namespace, name)
+            result = PodResult(
+                namespace,
+                name,
+                None,
+                "Pending",
+                None,
+                NOT_CREATED,
+                f"arrives at {arrive:g}s, after the simulation ended at {world.clock.now():g}s",
+            )
+        result.extras.update(timeline.times_of(key))
+        pods.append(result)
+    return pods
+
+
+def _groups_of(world: MemoryCluster, scenario: Scenario) -> Callable[[str], list[tuple[str, str]]]:
+    """The statistics' groups a pod counts in: its priority class, its gang, its quotas."""
+    indexes = [
+        QuotaIndex.build(scenario.elastic_quotas, group)
+        for group in sorted({q.api_group for q in scenario.elastic_quotas})
+    ]
+    shown = {(q.api_group, q.name if q.is_koordinator else q.key): q.key for q in scenario.elastic_quotas}
+
+    def groups(key: str) -> list[tuple[str, str]]:
+        pod = world.views[key]
+        out = [("byPriorityClass", pod.priority_class_name or "(none)")]
+        m = membership(pod)
+        if m is not None:
+            out.append(("byGang", m.gang_id))
+        for index in indexes:
+            found = quota_of_pod(pod, index)
+            if found is None:
+                continue
+            name = found.name if index.api_group == KOORDINATOR_GROUP else f"{pod.namespace}/{found.name}"
+            out.append(("byQuota", shown.get((index.api_group, name), name)))
+        return out
+
+    return groups
+
+
+def add_timeline(world: MemoryCluster, scenario: Scenario, report: Report) -> None:
+    """The report's `timeline` and `waitingTime` (see koordpy.simulate.timeline)."""
+    timeline = world.timeline
+    if timeline is None:
+        return
+    report.extras["timeline"] = timeline.timeline()
+    keys = [p.key for p in report.pods if p.key in world.views]
+    waiting = timeline.waiting(keys, _groups_of(world, scenario))
+    out: dict[str, Any] = {"byPriorityClass": waiting.get("byPriorityClass", {})}
+    out["byGang"] = waiting.get("byGang", {})
+    if scenario.elastic_quotas:
+        out["byQuota"] = waiting.get("byQuota", {})
+    report.extras["waitingTime"] = out
+
+
+def build_report(world: MemoryCluster, scenario: Scenario) -> Report:
+    evicted = {e.victim: e for e in world.evictions}
+    if world.timeline is None:
+        pods = [_pod_result(world, key, evicted) for key in world.order]
+    else:
+        pods = _timeline_pods(world, scenario, evicted)
     preemptions = [
         PreemptionResult(e.victim, e.node, e.preemptor, e.trigger_pod, e.message) for e in world.evictions
     ]
@@ -247,6 +400,7 @@ def build_report(world: MemoryCluster, scenario: Scenario) -> Report:
     add_quotas(world, scenario, report)
     add_fragmentation(world, report)
     add_topology_status(world, scenario, report)
+    add_timeline(world, scenario, report)
     for hook in REPORT_HOOKS:
         hook(world, scenario, report)
     return report

@@ -4,7 +4,7 @@ named `<workload>-<index>` from 0 and labelled as their controller labels them."
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from koordpy.simulate.objects import Entry, shown, type_name
@@ -129,3 +129,33 @@ def stamp_pods(entry: Entry) -> Iterator[dict[str, Any]]:
             },
             "spec": shared_spec,
         }
+
+
+def replacement_pod(
+    pod: Mapping[str, Any], taken: Callable[[str], bool], counters: dict[tuple[str, str, str], int]
+) -> dict[str, Any]:
+    """The pod a workload's controller creates in place of `pod` (one it stamped), which it lost:
+    a StatefulSet under the same name (its identity), the others under the next name
+    `<workload>-<index>` no pod holds; each with a new uid. `counters` carries, per workload, the
+    first index not yet tried, so that names are found in time linear in the replacements."""
+    meta = pod["metadata"]
+    owner = meta["ownerReferences"][0]
+    namespace = meta["namespace"]
+    name = meta["name"]
+    if owner["kind"] != "StatefulSet":
+        slot = (namespace, owner["kind"], owner["name"])
+        index = counters.get(slot, 0)
+        while taken(f"{owner['name']}-{index}"):
+            index += 1
+        counters[slot] = index + 1
+        name = f"{owner['name']}-{index}"
+    generation = counters.get(("", "", name), 0) + 1
+    counters[("", "", name)] = generation
+    new_meta = {k: v for k, v in meta.items() if k != "creationTimestamp"}
+    new_meta["name"] = name
+    new_meta["uid"] = f"{meta.get('uid') or name}-{generation}"
+    labels = dict(meta.get("labels") or {})
+    if owner["kind"] == "StatefulSet":
+        labels[STATEFULSET_POD_NAME_LABEL] = name
+    new_meta["labels"] = labels
+    return {**pod, "metadata": new_meta, "status": {}}

@@ -157,20 +157,29 @@ def with_defaulted_condition(
     PodGroup that the scheduler reads otherwise than written, and what it uses instead, while
     there is one; without it once there is none. Other conditions are kept as they are, and the
     transition time stays while the condition does."""
+    message = "; ".join(messages) if messages else None
+    return _with_condition(
+        status, ANNOTATIONS_DEFAULTED, "True", names.GANG_ANNOTATION_DEFAULTED, message, now
+    )
+
+
+def _with_condition(
+    status: Mapping[str, Any], kind: str, value: str, reason: str, message: str | None, now: float
+) -> dict[str, Any]:
+    """`status` with the condition `kind` set (`message` given) or dropped (None)."""
     out = dict(status)
     stored = [c for c in status.get("conditions") or [] if isinstance(c, Mapping)]
-    conditions = [c for c in stored if c.get("type") != ANNOTATIONS_DEFAULTED]
-    if messages:
-        old = next((c for c in stored if c.get("type") == ANNOTATIONS_DEFAULTED), None)
-        since = old.get("lastTransitionTime") if old is not None and old.get("status") == "True" else None
-        message = "; ".join(messages)
+    conditions = [c for c in stored if c.get("type") != kind]
+    if message is not None:
+        old = next((c for c in stored if c.get("type") == kind), None)
+        since = old.get("lastTransitionTime") if old is not None and old.get("status") == value else None
         if len(message) > MAX_CONDITION_MESSAGE:
             message = message[: MAX_CONDITION_MESSAGE - 3] + "..."
         conditions.append(
             {
-                "type": ANNOTATIONS_DEFAULTED,
-                "status": "True",
-                "reason": names.GANG_ANNOTATION_DEFAULTED,
+                "type": kind,
+                "status": value,
+                "reason": reason,
                 "message": message,
                 "lastTransitionTime": since or format_timestamp(now),
             }
@@ -181,3 +190,39 @@ def with_defaulted_condition(
         # null removes the field in a merge patch; an empty list would stay behind
         out["conditions"] = None
     return out
+
+
+# ---------------------------------------------------------------- why the gang is not placed
+# the condition of a PodGroup whose gang the scheduler tried and could not place: False with the
+# scheduler's message (what is missing and what would make the gang fit) until it is placed
+GANG_SCHEDULED = "GangScheduled"
+_PLACED = (SCHEDULED, RUNNING, FINISHED, FAILED)
+
+
+def unschedulable_message(pods: Iterable[Pod]) -> str | None:
+    """Why the scheduler leaves the group's members pending: the message of the PodScheduled=False
+    condition (reason Unschedulable) of the pending member whose name sorts first. The scheduler
+    gives every pending member of a gang group the group's one message, so any member would do;
+    the first by name gives the same answer whatever order the pods arrived in."""
+    found: tuple[str, str] | None = None
+    for p in pods:
+        if p.node_name:
+            continue
+        for c in p.conditions:
+            if (
+                c.get("type") == "PodScheduled"
+                and c.get("status") == "False"
+                and c.get("reason") == names.UNSCHEDULABLE
+                and isinstance(c.get("message"), str)
+                and (found is None or p.name < found[0])
+            ):
+                found = (p.name, c["message"])
+    return found[1] if found is not None else None
+
+
+def with_scheduled_condition(status: Mapping[str, Any], message: str | None, now: float) -> dict[str, Any]:
+    """`status` with GangScheduled=False (reason Unschedulable) carrying `message` while the group is
+    not placed and the scheduler has said why; without it otherwise."""
+    if status.get("phase") in _PLACED:
+        message = None
+    return _with_condition(status, GANG_SCHEDULED, "False", names.UNSCHEDULABLE, message, now)

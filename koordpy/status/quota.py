@@ -1,12 +1,18 @@
 """ElasticQuota status as the reference controllers write it, from sums the operator keeps.
 
 Koordinator (`scheduling.sigs.k8s.io`, its scheduler's ElasticQuotaController in
-pkg/scheduler/plugins/elasticquota/controller.go): `status.used` and the annotations
-`quota.scheduling.koordinator.sh/runtime` and `.../request`, each a JSON resource list, patched onto
-the object (its CRD serves no status subresource) when one of them changes, compared with zeros
-removed. `used` is what the quota's placed pods and those of every quota below it request,
-`request` what the quota asks of its parent and `runtime` what it may use now, all from the runtime
-quota core (`koordpy.quota.runtime`) over the same tree the scheduler builds.
+pkg/scheduler/plugins/elasticquota/controller.go updateElasticQuotaStatusIfChanged): `status.used`
+and the annotations `quota.scheduling.koordinator.sh/runtime`, `.../request`, `.../child-request`,
+`.../non-preemptible-request` and `.../non-preemptible-used`, each a JSON resource list, patched
+onto the object (its CRD serves no status subresource) when one of them changes, compared with
+zeros removed. `used` is what the quota's placed pods and those of every quota below it request;
+`request` what the quota asks of its parent (raised to its min where it lends nothing);
+`child-request` what its own pods and its children ask before that raise; the non-preemptible
+pair the same sums over the pods labelled `preemptible: "false"`; `runtime` what it may use now:
+all from the runtime quota core (`koordpy.quota.runtime`) over the same tree the scheduler builds.
+Koordinator's `guaranteed` and `allocated` are kept only under its ElasticQuotaGuaranteeUsage
+feature gate (off by default, and then never written); koordpy has no such mode and writes
+neither.
 
 scheduler-plugins (`scheduling.x-k8s.io`, pkg/controllers/elasticquota_controller.go):
 `status.used` (status subresource) is the sum of the requests of the Running pods of the quota's
@@ -51,6 +57,9 @@ from koordpy.quota.tree import UNLIMITED, NamespaceQuotas, QuotaProblem, QuotaTr
 _PREFIX = "quota.scheduling.koordinator.sh"
 ANNOTATION_RUNTIME = f"{_PREFIX}/runtime"
 ANNOTATION_REQUEST = f"{_PREFIX}/request"
+ANNOTATION_CHILD_REQUEST = f"{_PREFIX}/child-request"
+ANNOTATION_NON_PREEMPTIBLE_REQUEST = f"{_PREFIX}/non-preemptible-request"
+ANNOTATION_NON_PREEMPTIBLE_USED = f"{_PREFIX}/non-preemptible-used"
 
 VALID = "Valid"
 
@@ -69,6 +78,9 @@ class QuotaPod:
     assigned: bool
     # in phase Running (scheduler-plugins' used)
     running: bool
+    # labelled `quota.scheduling.koordinator.sh/preemptible: "false"` (Koordinator's
+    # non-preemptible request and used)
+    non_preemptible: bool = False
 
 
 def _add(acc: dict[Any, ResourceList], key: Any, amounts: Mapping[str, int], sign: int) -> None:
@@ -86,6 +98,9 @@ class QuotaSums:
     # every counted pod: the requests of those that exist, and of those placed
     request: dict[Pair, ResourceList] = field(default_factory=dict)
     used: dict[Pair, ResourceList] = field(default_factory=dict)
+    # the same over the non-preemptible pods only
+    np_request: dict[Pair, ResourceList] = field(default_factory=dict)
+    np_used: dict[Pair, ResourceList] = field(default_factory=dict)
     pods: dict[Pair, int] = field(default_factory=dict)
     # the Running pods of each namespace
     running: dict[str, ResourceList] = field(default_factory=dict)
@@ -97,14 +112,18 @@ class QuotaSums:
         _add(self.request, pair, pod.requests, sign)
         if pod.assigned:
             _add(self.used, pair, pod.requests, sign)
+        if pod.non_preemptible:
+            _add(self.np_request, pair, pod.requests, sign)
+            if pod.assigned:
+                _add(self.np_used, pair, pod.requests, sign)
         left = self.pods.get(pair, 0) + sign
         if left > 0:
             self.pods[pair] = left
         else:
             # nothing left of the pair: its sums are all zeros, and would pile up otherwise
             self.pods.pop(pair, None)
-            self.request.pop(pair, None)
-            self.used.pop(pair, None)
+            for sums in (self.request, self.used, self.np_request, self.np_used):
+                sums.pop(pair, None)
         if pod.running:
             namespace = pair[0]
             _add(self.running, namespace, pod.requests, sign)
@@ -121,12 +140,25 @@ class QuotaSums:
 class QuotaStatus:
     """What one ElasticQuota's status and annotations should say. The resource lists are None for
     a quota with a problem (its figures are left as they are) and for those the group does not
-    write (runtime and request in scheduler-plugins' group)."""
+    write (all but used in scheduler-plugins' group)."""
 
     used: ResourceList | None = None
     runtime: ResourceList | None = None
     request: ResourceList | None = None
+    child_request: ResourceList | None = None
+    non_preemptible_request: ResourceList | None = None
+    non_preemptible_used: ResourceList | None = None
     problem: QuotaProblem | None = None
+
+    def annotations(self) -> tuple[tuple[str, ResourceList | None], ...]:
+        """Each annotation this status writes, with its list."""
+        return (
+            (ANNOTATION_RUNTIME, self.runtime),
+            (ANNOTATION_REQUEST, self.request),
+            (ANNOTATION_CHILD_REQUEST, self.child_request),
+            (ANNOTATION_NON_PREEMPTIBLE_REQUEST, self.non_preemptible_request),
+            (ANNOTATION_NON_PREEMPTIBLE_USED, self.non_preemptible_used),
+        )
 
 
 def _pair_pod(pair: Pair) -> Pod:
@@ -148,6 +180,8 @@ def koordinator_statuses(
     size, width = tree.size, len(tree.resources)
     requests = np.zeros((size, width), dtype=np.int64)
     used = np.zeros((size, width), dtype=np.int64)
+    np_requests = np.zeros((size, width), dtype=np.int64)
+    np_used = np.zeros((size, width), dtype=np.int64)
     for pair, amounts in sums.request.items():
         found = quota_of_pod(_pair_pod(pair), tree.index)
         # a pod its quota cannot take is held by the scheduler and counts nowhere, as in the book
@@ -155,11 +189,15 @@ def koordinator_statuses(
             continue
         own = tree.rows[found.name]
         requests[own] += tree.vector(amounts)
-        placed = sums.used.get(pair)
-        if placed:
-            used[own] += tree.vector(placed)
+        for by_pair, into in ((sums.used, used), (sums.np_request, np_requests), (sums.np_used, np_used)):
+            found_amounts = by_pair.get(pair)
+            if found_amounts:
+                into[own] += tree.vector(found_amounts)
     state = runtime_state(tree, requests, tree.vector(total), used=used, scale_min=scale_min)
     used_tree = subtree_sums(tree, used)
+    # Koordinator adds a non-preemptible pod's request and use to its quota and every ancestor
+    np_request_tree = subtree_sums(tree, np_requests)
+    np_used_tree = subtree_sums(tree, np_used)
     out: dict[str, QuotaStatus] = {}
     for quota in tree.index.by_name.values():
         problem = tree.problems.get(quota.key)
@@ -168,10 +206,14 @@ def koordinator_statuses(
             out[quota.key] = QuotaStatus(problem=problem)
             continue
         managed = tree.max_mask[row]
+        names = tree.resources
         out[quota.key] = QuotaStatus(
-            used=_row_list(tree.resources, used_tree[row], managed),
-            runtime=_row_list(tree.resources, state.runtime[row], managed),
-            request=_row_list(tree.resources, state.request[row], managed),
+            used=_row_list(names, used_tree[row], managed),
+            runtime=_row_list(names, state.runtime[row], managed),
+            request=_row_list(names, state.request[row], managed),
+            child_request=_row_list(names, state.child_request[row], managed),
+            non_preemptible_request=_row_list(names, np_request_tree[row], managed),
+            non_preemptible_used=_row_list(names, np_used_tree[row], managed),
         )
     for shadowed in tree.index.shadowed:
         out[shadowed.key] = QuotaStatus(problem=tree.problems.get(shadowed.key))
@@ -312,7 +354,7 @@ def quota_patch(obj: Mapping[str, Any], desired: QuotaStatus, now: float) -> Quo
     annotations: dict[str, str] = {}
     stored = meta.get("annotations")
     stored = stored if isinstance(stored, Mapping) else {}
-    for key, amounts in ((ANNOTATION_RUNTIME, desired.runtime), (ANNOTATION_REQUEST, desired.request)):
+    for key, amounts in desired.annotations():
         if amounts is None:
             continue
         text = stored.get(key)
@@ -354,6 +396,9 @@ def parse_quotas(bodies: Iterable[Mapping[str, Any]]) -> list[ElasticQuota]:
 
 
 __all__ = [
+    "ANNOTATION_CHILD_REQUEST",
+    "ANNOTATION_NON_PREEMPTIBLE_REQUEST",
+    "ANNOTATION_NON_PREEMPTIBLE_USED",
     "ANNOTATION_REQUEST",
     "ANNOTATION_RUNTIME",
     "VALID",

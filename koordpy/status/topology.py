@@ -17,6 +17,8 @@ bounded here, so nothing downstream meets an unbounded depth.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -350,27 +352,40 @@ class TreeLevels:
             self._rows[key] = rows
         return rows
 
+    def rows_still_hold(self, old: tuple[int, int], new: tuple[int, int]) -> None:
+        """The rows asked under `old` hold under `new` too: the caller has seen that no node came,
+        went or changed rows in between (a heartbeat must not cost a lookup per node)."""
+        rows = self._rows.pop(old, None)
+        if rows is not None:
+            self._rows.clear()
+            self._rows[new] = rows
 
-def tree_levels(
-    chain: LayerChain, domains: Mapping[DomainPath, Domain], node_paths: Mapping[str, DomainPath]
-) -> TreeLevels:
+
+def tree_levels(chain: LayerChain, domains: Mapping[DomainPath, Domain]) -> TreeLevels:
     bottom = len(chain.order) - 1
-    by_depth: list[list[DomainPath]] = [[] for _ in range(bottom + 1)]
+    by_depth: list[list[DomainPath]] = [[] for _ in range(bottom)]
     for path in domains:
         by_depth[len(path)].append(path)
-    by_depth[bottom] = [(*path, node) for node, path in node_paths.items()]
-    paths = tuple(tuple(sorted(level)) for level in by_depth)
+    above = [tuple(sorted(level)) for level in by_depth]
+    # the node level, by far the largest, in path order without sorting or hashing a path per node:
+    # the domains directly above the nodes in path order, each with its nodes in name order
+    last = above[bottom - 1]
+    counts = np.fromiter((len(domains[p].nodes) for p in last), dtype=np.int64, count=len(last))
+    nodes = tuple(itertools.chain.from_iterable(domains[p].nodes for p in last))
+    node_level = tuple((*p, n) for p in last for n in domains[p].nodes)
+    paths = (*above, node_level)
     parents = [np.zeros(0, dtype=np.int64)]
     starts = []
-    for d in range(1, bottom + 1):
+    for d in range(1, bottom):
         index = {p: i for i, p in enumerate(paths[d - 1])}
         parent = np.fromiter((index[p[:-1]] for p in paths[d]), dtype=np.int64, count=len(paths[d]))
         parents.append(parent)
         # paths sorted: the children of each vertex above follow one another, in its order
         starts.append(np.searchsorted(parent, np.arange(len(paths[d - 1]) + 1, dtype=np.int64)))
-    starts.append(np.zeros(len(paths[bottom]) + 1, dtype=np.int64))
-    nodes = tuple(p[-1] for p in paths[bottom])
-    return TreeLevels(paths, tuple(parents), tuple(starts), nodes, {n: i for i, n in enumerate(nodes)})
+    parents.append(np.repeat(np.arange(len(last), dtype=np.int64), counts))
+    starts.append(np.concatenate((np.zeros(1, dtype=np.int64), np.cumsum(counts))))
+    starts.append(np.zeros(len(nodes) + 1, dtype=np.int64))
+    return TreeLevels(paths, tuple(parents), tuple(starts), nodes, dict(zip(nodes, range(len(nodes)))))
 
 
 @dataclass(frozen=True, slots=True)
@@ -391,8 +406,12 @@ class TopologyTree:
     def levels(self) -> TreeLevels:
         """The tree as arrays (see TreeLevels); made once: the tree never changes."""
         if not self._levels:
-            self._levels.append(tree_levels(self.chain, self.domains, self.node_paths))
+            self._levels.append(tree_levels(self.chain, self.domains))
         return self._levels[0]
+
+    def made_levels(self) -> TreeLevels | None:
+        """The arrays when a plan has asked for them already, else None (nothing is made)."""
+        return self._levels[0] if self._levels else None
 
     def leaves(self, path: DomainPath) -> tuple[str, ...]:
         domain = self.domains.get(path)
@@ -492,6 +511,82 @@ def build_tree(chain: LayerChain, nodes: Iterable[Node]) -> TopologyTree:
         )
         for path, members in below.items()
     }
+    return TopologyTree(chain, domains, node_paths, excluded)
+
+
+def update_tree(tree: TopologyTree, removed: Iterable[str], placed: Iterable[Node]) -> TopologyTree:
+    """The tree `build_tree` would make after the nodes named in `removed` left and the nodes in
+    `placed` (new ones, or ones whose labels changed) were put in, made from `tree` by changing
+    only the domains those nodes leave or join (and their parents' child order): a label change
+    on one node costs a few domains, not the whole cluster. A node both removed and placed ends
+    placed."""
+    chain = tree.chain
+    node_paths = dict(tree.node_paths)
+    excluded = dict(tree.excluded)
+    # per domain, the node names that leave it and those that join it
+    leaving: dict[DomainPath, set[str]] = {}
+    joining: dict[DomainPath, set[str]] = {}
+
+    def take_out(name: str) -> None:
+        path = node_paths.pop(name, None)
+        excluded.pop(name, None)
+        if path is not None:
+            for depth in range(len(path) + 1):
+                prefix = path[:depth]
+                leaving.setdefault(prefix, set()).add(name)
+                joining.get(prefix, set()).discard(name)
+
+    for name in removed:
+        take_out(name)
+    for node in placed:
+        take_out(node.name)
+        found = _domain_names(chain, node)
+        if isinstance(found, str):
+            excluded[node.name] = found
+            continue
+        node_paths[node.name] = found
+        for depth in range(len(found) + 1):
+            joining.setdefault(found[:depth], set()).add(node.name)
+
+    domains = dict(tree.domains)
+    members: dict[DomainPath, tuple[str, ...]] = {}
+    for path in leaving.keys() | joining.keys():
+        old = domains.get(path)
+        # the names stay sorted: a few bisections, each a move of memory, not a sort of the domain
+        names = list(old.nodes) if old is not None else []
+        for name in leaving.get(path, ()):
+            i = bisect.bisect_left(names, name)
+            if i < len(names) and names[i] == name:
+                del names[i]
+        for name in joining.get(path, ()):
+            i = bisect.bisect_left(names, name)
+            if i == len(names) or names[i] != name:
+                names.insert(i, name)
+        members[path] = tuple(names)
+        if not names and path:
+            # it lost its last node (the cluster stays, as build_tree keeps it)
+            domains.pop(path, None)
+    # a node joins or leaves every domain above it, so the parent of a touched domain is touched
+    # too: only touched domains can gain or lose children, or see their children's order change
+    new_children: dict[DomainPath, set[DomainPath]] = {}
+    for path, below_path in members.items():
+        if path and below_path:
+            new_children.setdefault(path[:-1], set()).add(path)
+    order = chain.order
+    above_nodes = len(order) - 2
+    for path, nodes in members.items():
+        if path and not nodes:
+            continue
+        old = domains.get(path)
+        children: tuple[DomainPath, ...] = ()
+        if len(path) < above_nodes:
+            below = {c for c in (old.children if old is not None else ()) if c in domains}
+            below.update(new_children.get(path, ()))
+            first = {c: (members[c] if c in members else domains[c].nodes)[0] for c in below}
+            children = tuple(sorted(below, key=lambda p: (first[p], p[-1])))
+        domains[path] = Domain(
+            layer=order[len(path)], name=path[-1] if path else "", path=path, children=children, nodes=nodes
+        )
     return TopologyTree(chain, domains, node_paths, excluded)
 
 

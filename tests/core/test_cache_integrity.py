@@ -69,12 +69,12 @@ def test_a_failed_widening_leaves_columns_and_names_as_they_were(monkeypatch: py
 
     monkeypatch.setattr(np, "zeros", failing_zeros)
     with pytest.raises(MemoryError):
-        cache.add_node(make_node("n2", extra={"example.com/new": "1"}))
+        cache.add_node(make_node("n2", extra={"hugepages-2Mi": "1"}))
     monkeypatch.setattr(np, "zeros", real_zeros)
     assert snap.resource_names == names
     assert "n2" not in snap.row_of
     assert cache.problems() == []
-    cache.add_node(make_node("n2", extra={"example.com/new": "1"}))
+    cache.add_node(make_node("n2", extra={"hugepages-2Mi": "1"}))
     assert cache.problems() == []
 
 
@@ -82,11 +82,11 @@ Damage = Callable[[Cache], None]
 
 
 def _drop_a_column(cache: Cache) -> None:
-    cache.snapshot.requested = cache.snapshot.requested[:, :-1]
+    cache.snapshot.nonzero_requested = cache.snapshot.nonzero_requested[:, :-1]
 
 
 def _skew_requested(cache: Cache) -> None:
-    cache.snapshot.requested[cache.snapshot.row_of["n1"], 0] += 7
+    cache.snapshot.dense_requested[cache.snapshot.row_of["n1"], 0] += 7
 
 
 def _forget_a_row(cache: Cache) -> None:
@@ -99,7 +99,7 @@ def _lose_a_pod_from_its_node(cache: Cache) -> None:
 
 
 def _change_allocatable(cache: Cache) -> None:
-    cache.snapshot.allocatable[cache.snapshot.row_of["n2"], 1] = 1
+    cache.snapshot.dense_allocatable[cache.snapshot.row_of["n2"], 1] = 1
 
 
 @pytest.mark.parametrize(

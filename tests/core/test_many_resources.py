@@ -62,11 +62,11 @@ def test_removing_every_pod_leaves_every_requested_cell_zero() -> None:
 
 def test_a_thousand_names_reallocate_the_matrices_a_few_times_only() -> None:
     snap = Snapshot()
-    stores: list[np.ndarray] = [snap.allocatable]
+    stores: list[np.ndarray] = [snap.dense_allocatable]
     for i in range(1000):
-        snap.resource_index(own_resource(i))
-        if not np.shares_memory(snap.allocatable, stores[-1]):
-            stores.append(snap.allocatable)
+        snap.resource_index(f"hugepages-{i}Mi")  # not an extended resource: always a dense column
+        if not np.shares_memory(snap.dense_allocatable, stores[-1]):
+            stores.append(snap.dense_allocatable)
     # the room for columns doubles: 3 -> 6 -> ... -> 1536, nine reallocations for 1,000 names
     assert len(stores) - 1 <= 10
     assert snap.requested.shape == (snap.capacity, 1003)
@@ -88,17 +88,17 @@ Damage = Callable[[Cache], None]
 
 def _skew_a_far_column(cache: Cache) -> None:
     snap = cache.snapshot
-    snap.requested[snap.row_of["n3"], snap.resource_col[own_resource(70)]] += 1
+    snap.sparse_requested[snap.resource_col[own_resource(70)]][snap.row_of["n3"]] = 1
 
 
 def _give_a_node_a_foreign_resource(cache: Cache) -> None:
     snap = cache.snapshot
-    snap.allocatable[snap.row_of["n5"], snap.resource_col[own_resource(6)]] = 1
+    snap.sparse_allocatable[snap.resource_col[own_resource(6)]][snap.row_of["n5"]] = 1
 
 
 def _lose_a_pod_amount(cache: Cache) -> None:
     snap = cache.snapshot
-    snap.requested[snap.row_of["n9"], snap.resource_col[own_resource(9)]] = 0
+    del snap.sparse_requested[snap.resource_col[own_resource(9)]][snap.row_of["n9"]]
 
 
 @pytest.mark.parametrize(

@@ -25,10 +25,11 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from kubernetes_asyncio import client, config
+from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 from pytest_asyncio import is_async_test
 
+from tests.e2e.cluster import admin_client
 from tests.support.audit import scheduler_writes_policy
 from tests.support.ci import in_ci, shout
 from tests.support.controlplane import (
@@ -119,11 +120,7 @@ def _running(request: pytest.FixtureRequest, cp: ControlPlane, what: str) -> Ite
 
 @pytest.fixture
 async def kube_api(control_plane: ControlPlane) -> AsyncIterator[client.ApiClient]:
-    configuration = client.Configuration()
-    await config.load_kube_config(
-        config_file=str(control_plane.kubeconfig), client_configuration=configuration
-    )
-    async with client.ApiClient(configuration=configuration) as api:
+    async with admin_client(control_plane) as api:
         yield api
 
 

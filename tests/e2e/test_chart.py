@@ -65,8 +65,8 @@ DEFAULT_KINDS = Counter(
         "ServiceAccount": 1,
         "ConfigMap": 1,
         "CustomResourceDefinition": 5,
-        # koordpy's own, and <release>-metrics-reader for scrapers
-        "ClusterRole": 2,
+        # koordpy's own, <release>-metrics-reader for scrapers, <release>-dry-run for dry runs
+        "ClusterRole": 3,
         "ClusterRoleBinding": 1,
         "Role": 1,
         "RoleBinding": 1,

@@ -16,7 +16,6 @@ so no name tie-break can pick it by chance. The victims are exactly the low PodG
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -25,9 +24,9 @@ from typing import Any, cast
 
 import pytest
 from kubernetes_asyncio import client
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from koordpy.cluster.world import KubeWorld
+from tests.e2e.cluster import levelled_priority_classes
 from tests.e2e.kwok import labelled_nodes
 from tests.e2e.test_gangs import create_podgroup
 from tests.e2e.test_run import NODE_LABEL, SCHEDULER_NAME, PodWatch, events_of, running_world, settle
@@ -67,20 +66,8 @@ async def world(control_plane: ControlPlane, nodes: Nodes) -> AsyncIterator[Kube
 @pytest.fixture
 async def priority_classes(kube_api: client.ApiClient) -> AsyncIterator[dict[str, str]]:
     """PriorityClasses low (10), mid (500) and high (1000), uniquely named; deleted afterwards."""
-    scheduling = client.SchedulingV1Api(kube_api)
-    suffix = uuid.uuid4().hex[:8]
-    names = {level: f"e2e-jp-{level}-{suffix}" for level in ("low", "mid", "high")}
-    values = {"low": 10, "mid": 500, "high": 1000}
-    try:
-        for level, name in names.items():
-            await scheduling.create_priority_class(
-                client.V1PriorityClass(metadata=client.V1ObjectMeta(name=name), value=values[level])
-            )
+    async with levelled_priority_classes(kube_api, "e2e-jp") as names:
         yield names
-    finally:
-        for name in names.values():
-            with contextlib.suppress(ApiException):
-                await scheduling.delete_priority_class(name)
 
 
 # ---------------------------------------------------------------------------------------------- helpers

@@ -12,10 +12,7 @@ Memory: 16 GiB", named as its output names them; the gang manual's 40m pods fit 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
 import re
-import shutil
 import signal
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -24,14 +21,11 @@ from typing import Any
 import pytest
 import yaml
 from kubernetes_asyncio import client
-from kubernetes_asyncio import config as k8s_config
-from kubernetes_asyncio.client.exceptions import ApiException
 
-from tests.e2e.kwok import create_ready_nodes
+from tests.e2e.cluster import find_kubectl, only_nodes
 from tests.e2e.test_job_preemption import EventWatch
 from tests.e2e.test_run import CONFIG_DOC, RunProcess
 from tests.manuals.simulation import MANUALS
-from tests.support.ci import in_ci, shout
 from tests.support.controlplane import ControlPlane, free_port
 from tests.support.polling import eventually
 
@@ -40,7 +34,6 @@ PREEMPTION = MANUALS / "job_level_preemption"
 NODES = ("cn-beijing.1", "cn-beijing.2")
 NAMESPACE = "default"
 SIGS_PODGROUPS = ("scheduling.sigs.k8s.io", "v1alpha1", "podgroups")
-KUBECTL_CANDIDATES = ("/usr/lib/google-cloud-sdk/bin/kubectl.1.33", "kubectl")
 # how long a lone gang member is watched to stay Pending (the manual looks after 7 s)
 LONE_MEMBER_SECONDS = 3.0
 VICTIM_MESSAGE = re.compile(
@@ -53,42 +46,14 @@ VICTIM_MESSAGE = re.compile(
 # ---------------------------------------------------------------------------------------------- fixtures
 @pytest.fixture(scope="module")
 def kubectl(request: pytest.FixtureRequest) -> str:
-    for candidate in KUBECTL_CANDIDATES:
-        found = candidate if os.access(candidate, os.X_OK) else shutil.which(candidate)
-        if found:
-            return found
-    reason = f"!!! KUBECTL UNAVAILABLE: none of {KUBECTL_CANDIDATES}; the manuals are not applied."
-    shout(request.config, reason)
-    if in_ci():
-        pytest.fail(reason + " (CI=true: failing instead of skipping)", pytrace=False)
-    pytest.skip(reason)
-
-
-@contextlib.asynccontextmanager
-async def _admin(control_plane: ControlPlane) -> AsyncIterator[client.ApiClient]:
-    configuration = client.Configuration()
-    await k8s_config.load_kube_config(
-        config_file=str(control_plane.kubeconfig), client_configuration=configuration
-    )
-    async with client.ApiClient(configuration=configuration) as api:
-        yield api
+    return find_kubectl(request, "the manuals")
 
 
 @pytest.fixture(scope="module")
 async def manual_nodes(control_plane: ControlPlane) -> AsyncIterator[tuple[str, ...]]:
-    async with _admin(control_plane) as api:
-        core = client.CoreV1Api(api)
-        others = [n.metadata.name for n in (await core.list_node()).items]
-        assert not others, f"the manuals' pods select no node, so these nodes would take them: {others}"
-        try:
-            await create_ready_nodes(
-                core, {name: {} for name in NODES}, {"cpu": "4", "memory": "16Gi", "pods": "110"}
-            )
-            yield NODES
-        finally:
-            for name in NODES:
-                with contextlib.suppress(ApiException):
-                    await core.delete_node(name)
+    resources = {"cpu": "4", "memory": "16Gi", "pods": "110"}
+    async with only_nodes(control_plane, NODES, resources, "the manuals'") as nodes:
+        yield nodes
 
 
 @pytest.fixture(scope="module")

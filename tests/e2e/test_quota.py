@@ -5,11 +5,12 @@ of it, what Koordinator's root quota shares out, is theirs alone: 8), and two Ko
 it: team-a (min 2, max 8) and team-b (min 6, max 8).
 
 - team-a runs four 2-unit pods while team-b asks for nothing: it borrows team-b's idle min, every
-  pod is bound, and the operator writes used 8 and runtime 8.
+  pod is bound, and the operator writes used 8 and runtime 8, child-request 8, and the
+  non-preemptible request and used of the one pod labelled `preemptible: "false"` (2, its min).
 - team-b's job arrives (a gang of three 2-unit pods, its min): team-a's runtime falls to its min,
-  team-b is within its min, so it takes back what team-a borrowed: three of team-a's pods get the
-  DisruptionTarget condition and are deleted, the job is bound, and the operator writes team-a
-  used 2 / runtime 2, team-b used 6 / runtime 6.
+  team-b is within its min, so it takes back what team-a borrowed: the three other pods of team-a
+  get the DisruptionTarget condition and are deleted (the non-preemptible one is never a victim),
+  the job is bound, and the operator writes team-a used 2 / runtime 2, team-b used 6 / runtime 6.
 - a quota whose min is above its max gets Valid=False with the problem, and a Warning event; a pod
   naming a quota that does not exist waits with QuotaNotFound.
 
@@ -32,9 +33,14 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from koordpy.api.elasticquota import LABEL_QUOTA_NAME
+from koordpy.api.elasticquota import LABEL_PREEMPTIBLE, LABEL_QUOTA_NAME
 from koordpy.cluster.world import KubeWorld
-from koordpy.status.quota import ANNOTATION_RUNTIME
+from koordpy.status.quota import (
+    ANNOTATION_CHILD_REQUEST,
+    ANNOTATION_NON_PREEMPTIBLE_REQUEST,
+    ANNOTATION_NON_PREEMPTIBLE_USED,
+    ANNOTATION_RUNTIME,
+)
 from operators import run_operators
 from tests.e2e.kwok import labelled_nodes
 from tests.e2e.test_gangs import create_podgroup
@@ -124,10 +130,13 @@ def pod_manifest(
     gang: str | None = None,
     gpu: int = 0,
     cpu: str = "100m",
+    non_preemptible: bool = False,
 ) -> client.V1Pod:
     labels = {"app": "e2e-quota"}
     if quota:
         labels[LABEL_QUOTA_NAME] = quota
+    if non_preemptible:
+        labels[LABEL_PREEMPTIBLE] = "false"
     if gang:
         labels[GANG_LABEL] = gang
     requests = {"cpu": cpu, "memory": "64Mi", **({GPU: str(gpu)} if gpu else {})}
@@ -158,6 +167,11 @@ def figures(obj: dict[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
     return (obj.get("status") or {}).get("used") or {}, orjson.loads(runtime) if runtime else {}
 
 
+def annotation(obj: dict[str, Any], key: str) -> dict[str, str]:
+    text = (obj["metadata"].get("annotations") or {}).get(key)
+    return orjson.loads(text) if text else {}
+
+
 async def test_team_b_reclaims_what_team_a_borrowed_and_the_status_follows(
     world: KubeWorld,
     operators: None,
@@ -178,7 +192,9 @@ async def test_team_b_reclaims_what_team_a_borrowed_and_the_status_follows(
     async with PodWatch(kube_api, namespace) as watch:
         # team-a borrows: 8 units against a min of 2, team-b idle
         for name in borrowers:
-            await core.create_namespaced_pod(namespace, pod_manifest(name, nodes, quota=team_a, gpu=2))
+            # the first within team-a's min, and not to be taken back
+            manifest = pod_manifest(name, nodes, quota=team_a, gpu=2, non_preemptible=name == borrowers[0])
+            await core.create_namespaced_pod(namespace, manifest)
 
         async def borrowed() -> bool:
             pods = await pods_by_name(core, namespace)
@@ -191,6 +207,11 @@ async def test_team_b_reclaims_what_team_a_borrowed_and_the_status_follows(
             return got if got == ({GPU: "8"}, {GPU: "8"}) else None
 
         await eventually(a_borrowing, timeout=15, what="team-a's status: used 8, runtime 8")
+        stored = await read_quota(kube_api, SIGS, namespace, team_a)
+        # the pods' cpu and memory are not in the quota's max: only the units count
+        assert annotation(stored, ANNOTATION_CHILD_REQUEST) == {GPU: "8"}
+        assert annotation(stored, ANNOTATION_NON_PREEMPTIBLE_REQUEST) == {GPU: "2"}
+        assert annotation(stored, ANNOTATION_NON_PREEMPTIBLE_USED) == {GPU: "2"}
 
         # team-b's job arrives, asking for its min
         await create_podgroup(kube_api, SIGS, namespace, job, len(members))
@@ -222,6 +243,7 @@ async def test_team_b_reclaims_what_team_a_borrowed_and_the_status_follows(
         assert mark["status"] == "True" and mark["reason"] == "PreemptionByScheduler", mark
         assert name not in final, f"{name} was marked but not deleted"
     (kept,) = set(borrowers) - victims
+    assert kept == borrowers[0]
     assert final[kept].spec.node_name and final[kept].metadata.deletion_timestamp is None
     for name in members:
         assert not watch.conditions(name, "DisruptionTarget")

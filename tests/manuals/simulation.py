@@ -146,3 +146,36 @@ def check_groups(report: Report, expected: Mapping[str, Group]) -> None:
             assert got["scheduled"] == want.scheduled, (name, got)
         if want.running is not None:
             assert got.get("running") == want.running, (name, got)
+
+
+ARRIVE_AFTER = "simulation.koordpy.io/arrive-after"
+
+
+def replay_timeline(
+    capsys: pytest.CaptureFixture[str],
+    workdir: Path,
+    steps: Sequence[Sequence[Path]],
+    at: Sequence[float],
+    *,
+    config: Path | None = None,
+    max_seconds: float | None = None,
+) -> Report:
+    """The manual's steps as ONE timeline scenario: each object of step i arrives at `at[i]`
+    virtual seconds (the `simulation.koordpy.io/arrive-after` annotation), the manual's files
+    otherwise unchanged."""
+    assert len(steps) == len(at)
+    workdir.mkdir(parents=True, exist_ok=True)
+    docs: list[dict[str, Any]] = []
+    for files, seconds in zip(steps, at, strict=True):
+        for f in files:
+            for doc in yaml.safe_load_all(f.read_text()):
+                if not doc:
+                    continue
+                meta = doc.setdefault("metadata", {})
+                meta["annotations"] = {**(meta.get("annotations") or {}), ARRIVE_AFTER: f"{seconds:g}s"}
+                docs.append(doc)
+    scenario = workdir / "timeline.yaml"
+    scenario.write_text(yaml.safe_dump_all(docs, sort_keys=False), encoding="utf-8")
+    code, report, err = simulate(capsys, [scenario], config=config, max_seconds=max_seconds)
+    assert code == 0 and report is not None, err
+    return report

@@ -14,7 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.manuals.simulation import MANUALS, Group, Pod, apply_in_steps, check_groups, check_pods
+from tests.manuals.simulation import (
+    MANUALS,
+    Group,
+    Pod,
+    apply_in_steps,
+    check_groups,
+    check_pods,
+    pods,
+    replay_timeline,
+)
 
 DIR = MANUALS / "gang_scheduling"
 
@@ -91,3 +100,38 @@ def test_advanced_configuration(
 ) -> None:
     (report,) = apply_in_steps(capsys, tmp_path, [files])
     check_pods(report, expected)
+
+
+@pytest.mark.parametrize(
+    "steps",
+    [
+        pytest.param(
+            [f("nodes.yaml", "podgroup.yaml"), f("crd-pod1.yaml"), f("crd-pod2.yaml")], id="podgroup"
+        ),
+        pytest.param(
+            [f("nodes.yaml"), f("annotation-pod1.yaml"), f("annotation-pod2.yaml")], id="annotations"
+        ),
+    ],
+)
+def test_quick_start_as_one_timeline_the_first_pod_waits_for_the_second(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, steps: Sequence[Sequence[Path]]
+) -> None:
+    """The quick start's `kubectl apply` of each pod, 10 s apart: the first member waits, gated,
+    from 10 s until the second exists at 20 s; then both are bound at once."""
+    report = replay_timeline(capsys, tmp_path, steps, [0.0, 10.0, 20.0])
+    check_pods(report, {"pod-example1": RUNNING, "pod-example2": RUNNING})
+    check_groups(report, {"gang-example": Group("Running", scheduled=2, running=2)})
+    found = pods(report)
+    assert [(found[n]["createdAt"], found[n]["scheduledAt"]) for n in ("pod-example1", "pod-example2")] == [
+        (10.0, 20.0),
+        (20.0, 20.0),
+    ]
+    waiting = {s["at"]: (s["pendingPods"], s["pendingGangs"]) for s in report["timeline"]}
+    assert waiting[10.0] == (1, 1) and waiting[20.0] == (0, 0)
+    assert report["waitingTime"]["byGang"]["default/gang-example"] == {
+        "count": 2,
+        "p50": 0.0,
+        "p90": 10.0,
+        "max": 10.0,
+        "pending": 0,
+    }

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.manuals.simulation import MANUALS, Pod, Report, apply_in_steps, check_pods, pods
+from tests.manuals.simulation import MANUALS, Pod, Report, apply_in_steps, check_pods, pods, replay_timeline
 
 DIR = MANUALS / "job_level_preemption"
 NODES = {"cn-beijing.1", "cn-beijing.2"}
@@ -73,3 +73,42 @@ def test_worker_runs_on_the_node_it_was_nominated_to_once_the_victims_are_gone(
     assert nominated in NODES, pods(during)[worker]
     check_pods(final, {worker: Pod("Bound", node=nominated)})
     check_pods(final, {name: Pod("Preempted", node=NODES) for name in LOW})
+
+
+# The manual's story as one timeline: the cluster and the low-priority pods at zero, the
+# high-priority job submitted a minute later.
+JOB_ARRIVES = 60.0
+# a pod's default terminationGracePeriodSeconds: how long the victims take to go
+GRACE = 30.0
+
+
+def test_as_one_timeline_the_job_preempts_when_it_arrives_and_runs_once_the_victims_are_gone(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    report = replay_timeline(capsys, tmp_path, STEPS, [0.0, 0.0, JOB_ARRIVES])
+    found = pods(report)
+    for name in LOW:
+        # running from zero until the victims' grace period ends after the job's arrival
+        assert (found[name]["phase"], found[name]["scheduledAt"]) == ("Preempted", 0.0), found[name]
+        assert found[name]["finishedAt"] == JOB_ARRIVES + GRACE, found[name]
+    victims = {p["victim"]: p for p in report["preemptions"]}
+    assert set(victims) == {f"default/{name}" for name in LOW}
+    for victim in victims.values():
+        assert VICTIM_MESSAGE.match(victim["message"]), victim["message"]
+    # the preemptions happened at the job's arrival, not before: the timeline shows them there
+    steps = {s["at"]: s for s in report["timeline"]}
+    assert [s["at"] for s in report["timeline"] if s["preemptions"]] == [JOB_ARRIVES]
+    assert steps[JOB_ARRIVES]["preemptions"] == 2
+    assert (steps[JOB_ARRIVES]["pendingPods"], steps[JOB_ARRIVES]["pendingGangs"]) == (2, 1)
+    for name in WORKERS:
+        assert found[name]["createdAt"] == JOB_ARRIVES, found[name]
+        assert (found[name]["phase"], found[name]["scheduledAt"]) == ("Bound", JOB_ARRIVES + GRACE)
+    assert {found[name]["node"] for name in WORKERS} == NODES
+    assert report["waitingTime"]["byGang"]["default/hp-training-job"] == {
+        "count": 2,
+        "p50": GRACE,
+        "p90": GRACE,
+        "max": GRACE,
+        "pending": 0,
+    }
+    assert steps[JOB_ARRIVES + GRACE]["allocated"]["cpu"] == 6.0

@@ -33,6 +33,7 @@ from tests.manuals.simulation import (
     check_groups,
     check_pods,
     pods,
+    replay_timeline,
     simulate,
 )
 from tests.manuals.simulation import Group as PodGroup
@@ -141,3 +142,29 @@ def test_podgroup_without_a_name_is_refused_as_the_api_server_refuses_it(
     code, report, err = simulate(capsys, [*CLUSTER, DIR / "multi-podgroup.yaml"])
     assert (code, report) == (2, None)
     assert "multi-podgroup.yaml" in err and "metadata.name" in err, err
+
+
+def test_example_2_as_one_timeline_the_gang_preempts_on_arrival_and_runs_in_spine_1(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Example 2 with its steps in virtual time: the low-priority pods at zero, the high-priority
+    MustGather gang two minutes later. The one victim goes when the gang arrives; its 30 s grace
+    period later the four members are bound in spine-1 together."""
+    arrives, grace = 120.0, 30.0
+    report = replay_timeline(capsys, tmp_path, EXAMPLE_2, [0.0, 0.0, arrives])
+    check_pods(
+        report,
+        {
+            "low-priority-pod-0": Pod("Bound", node="node-0"),
+            "low-priority-pod-1": Pod("Bound", node="node-1"),
+            "low-priority-pod-5": Pod("Preempted", node="node-5"),
+            **{name: Pod("Bound", node=SPINE_1) for name in HP},
+        },
+    )
+    found = pods(report)
+    assert {found[name]["node"] for name in HP} == SPINE_1
+    assert {(found[name]["createdAt"], found[name]["scheduledAt"]) for name in HP} == {
+        (arrives, arrives + grace)
+    }
+    assert found["low-priority-pod-5"]["finishedAt"] == arrives + grace
+    assert [(s["at"], s["preemptions"]) for s in report["timeline"] if s["preemptions"]] == [(arrives, 1)]

@@ -1,5 +1,6 @@
 """The ElasticQuota operator: figures as the reference controllers write them (Koordinator's
-status.used and runtime/request annotations, scheduler-plugins' status.used of Running pods),
+status.used and runtime, request, child-request and non-preemptible request/used annotations,
+scheduler-plugins' status.used of Running pods),
 written only when they change, a condition and one event for a quota with a problem, and sums the
 facts keep one pod event at a time."""
 
@@ -18,8 +19,10 @@ import pytest_asyncio
 
 from koordpy.api.elasticquota import (
     KOORDINATOR_GROUP,
+    LABEL_ALLOW_LENT_RESOURCE,
     LABEL_IS_PARENT,
     LABEL_PARENT,
+    LABEL_PREEMPTIBLE,
     LABEL_QUOTA_NAME,
     X_K8S_GROUP,
 )
@@ -34,6 +37,9 @@ from koordpy.quota.tree import (
     build_quota_tree,
 )
 from koordpy.status.quota import (
+    ANNOTATION_CHILD_REQUEST,
+    ANNOTATION_NON_PREEMPTIBLE_REQUEST,
+    ANNOTATION_NON_PREEMPTIBLE_USED,
     ANNOTATION_REQUEST,
     ANNOTATION_RUNTIME,
     VALID,
@@ -91,9 +97,13 @@ def pod(
     quota: str | None = None,
     node: str = "",
     phase: str = "Pending",
+    non_preemptible: bool = False,
     **requests: str,
 ) -> dict[str, Any]:
     resources = {k.replace("_", "/").replace("nvidia/", "nvidia.com/"): v for k, v in requests.items()}
+    labels = {LABEL_QUOTA_NAME: quota} if quota else {}
+    if non_preemptible:
+        labels[LABEL_PREEMPTIBLE] = "false"
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -101,7 +111,7 @@ def pod(
             "name": name,
             "namespace": namespace,
             "uid": f"uid-{namespace}-{name}",
-            "labels": {LABEL_QUOTA_NAME: quota} if quota else {},
+            "labels": labels,
         },
         "spec": {
             "containers": [{"name": "main", "resources": {"requests": resources}}],
@@ -198,8 +208,11 @@ def test_koordinator_figures_follow_the_runtime_split(
 ) -> None:
     got = koordinator(quotas, facts_of(pods, NODES))
     for key, (used, runtime, request) in expected.items():
-        assert got[key] == QuotaStatus(
-            used={"cpu": used * 1000}, runtime={"cpu": runtime * 1000}, request={"cpu": request * 1000}
+        status = got[key]
+        assert (status.used, status.runtime, status.request) == (
+            {"cpu": used * 1000},
+            {"cpu": runtime * 1000},
+            {"cpu": request * 1000},
         ), key
 
 
@@ -232,6 +245,65 @@ def test_pods_join_by_label_then_by_the_quota_named_after_their_namespace() -> N
     ]
     got = koordinator(quotas, facts_of(pods, NODES))
     assert got["ml/ml"].used == {"cpu": 3000}
+
+
+# Koordinator's other annotations (updateElasticQuotaStatusIfChanged): child-request is what the
+# quota's own pods and its children's limited requests add up to (recursiveUpdateGroupTreeWith-
+# DeltaRequest's ChildRequest), before a quota that lends nothing raises its request to its min;
+# the non-preemptible request and used are the sums over the pods labelled preemptible "false",
+# added to the pod's quota and every ancestor. (quotas, pods, namespace/name -> (request,
+# child-request, non-preemptible request, non-preemptible used) in cores)
+TREE = [
+    quota("research", min={"cpu": 8}, max={"cpu": 8}, labels={LABEL_IS_PARENT: "true"}),
+    quota("vision", min={"cpu": 4}, max={"cpu": 6}, labels={LABEL_PARENT: "research"}),
+    quota(
+        "speech",
+        min={"cpu": 4},
+        max={"cpu": 8},
+        labels={LABEL_PARENT: "research", LABEL_ALLOW_LENT_RESOURCE: "false"},
+    ),
+]
+MORE_ANNOTATIONS: dict[
+    str, tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, tuple[int, int, int, int]]]
+] = {
+    "a quota that lends nothing asks for its min, its children's request stays what they ask": (
+        TREE,
+        [pod("s", quota="speech", node="n1", cpu="1")],
+        {"default/speech": (4, 1, 0, 0), "default/research": (4, 4, 0, 0)},
+    ),
+    "a parent's child request is its children's requests capped by their max": (
+        TREE,
+        [pod(f"v-{i}", quota="vision", cpu="3") for i in range(3)],
+        {"default/vision": (9, 9, 0, 0), "default/research": (10, 10, 0, 0)},
+    ),
+    "non-preemptible pods, pending and placed, up the tree": (
+        TREE,
+        [
+            pod("v-held", quota="vision", node="n1", non_preemptible=True, cpu="2"),
+            pod("v-waiting", quota="vision", non_preemptible=True, cpu="1"),
+            pod("v-plain", quota="vision", node="n2", cpu="1"),
+        ],
+        {"default/vision": (4, 4, 3, 2), "default/research": (8, 8, 3, 2), "default/speech": (4, 0, 0, 0)},
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("quotas", "pods", "expected"), MORE_ANNOTATIONS.values(), ids=MORE_ANNOTATIONS.keys()
+)
+def test_koordinator_child_request_and_non_preemptible_figures(
+    quotas: list[dict[str, Any]], pods: list[dict[str, Any]], expected: dict[str, tuple[int, int, int, int]]
+) -> None:
+    got = koordinator(quotas, facts_of(pods, NODES))
+    for key, cores in expected.items():
+        status = got[key]
+        figures = (
+            status.request,
+            status.child_request,
+            status.non_preemptible_request,
+            status.non_preemptible_used,
+        )
+        assert figures == tuple({"cpu": c * 1000} for c in cores), key
 
 
 # (quotas, the quota with a problem, its reason, words its message has)
@@ -340,6 +412,49 @@ PATCHES: dict[str, tuple[dict[str, Any], QuotaStatus, dict[str, str] | None, set
         {ANNOTATION_RUNTIME: '{"cpu":"2"}'},
         set(),
     ),
+    "koordinator: child request and non-preemptible figures, each where it differs": (
+        quota(
+            "a",
+            annotations={
+                ANNOTATION_RUNTIME: '{"cpu":"2"}',
+                ANNOTATION_REQUEST: '{"cpu":"8"}',
+                ANNOTATION_CHILD_REQUEST: '{"cpu":"6"}',
+                ANNOTATION_NON_PREEMPTIBLE_REQUEST: '{"cpu":"1"}',
+            },
+            status={"used": {"cpu": "8"}},
+        ),
+        QuotaStatus(
+            used={"cpu": 8000},
+            runtime={"cpu": 2000},
+            request={"cpu": 8000},
+            child_request={"cpu": 8000},
+            non_preemptible_request={"cpu": 1000},
+            non_preemptible_used={"cpu": 1000},
+        ),
+        {ANNOTATION_CHILD_REQUEST: '{"cpu":"8"}', ANNOTATION_NON_PREEMPTIBLE_USED: '{"cpu":"1"}'},
+        set(),
+    ),
+    "koordinator: no non-preemptible pods, nothing written over nothing": (
+        quota(
+            "a",
+            annotations={
+                ANNOTATION_RUNTIME: '{"cpu":"2"}',
+                ANNOTATION_REQUEST: '{"cpu":"8"}',
+                ANNOTATION_CHILD_REQUEST: '{"cpu":"8"}',
+            },
+            status={"used": {"cpu": "8"}},
+        ),
+        QuotaStatus(
+            used={"cpu": 8000},
+            runtime={"cpu": 2000},
+            request={"cpu": 8000},
+            child_request={"cpu": 8000},
+            non_preemptible_request={"cpu": 0},
+            non_preemptible_used={"cpu": 0},
+        ),
+        None,
+        set(),
+    ),
     "scheduler-plugins: a zero the status lacks is written (semantic equality)": (
         quota("eq", group=X_K8S, status={"used": {"cpu": "1"}}),
         QuotaStatus(used={"cpu": 1000, "memory": 0}),
@@ -416,6 +531,23 @@ def test_the_sums_follow_each_pod_event() -> None:
     assert facts.quota_sums.request[("default", "team-b")] == {"cpu": 2000}
     feed.pod(pod("p", quota="team-b", node="n1", phase="Succeeded", cpu="2"))
     assert facts.quota_sums.request == {} and facts.quota_sums.running == {}
+
+
+def test_the_non_preemptible_sums_follow_the_label() -> None:
+    facts = ClusterFacts()
+    told: list[str] = []
+    facts.add_quota_listener(told.append)
+    feed = Feed(facts)
+    pair = ("default", "team-a")
+    feed.pod(pod("p", quota="team-a", node="n1", cpu="2"))
+    assert pair not in facts.quota_sums.np_request
+    told.clear()
+    # the label put on later: the pod now counts as non-preemptible, and the figures change
+    feed.pod(pod("p", quota="team-a", node="n1", non_preemptible=True, cpu="2"))
+    assert facts.quota_sums.np_request[pair] == facts.quota_sums.np_used[pair] == {"cpu": 2000}
+    assert told == [SIGS]
+    feed.pod(pod("p", quota="team-a", node="n1", non_preemptible=True, cpu="2"), DELETE)
+    assert facts.quota_sums.np_request == {} and facts.quota_sums.np_used == {}
 
 
 def test_the_allocatable_total_follows_the_nodes_not_their_heartbeats() -> None:
@@ -543,6 +675,9 @@ async def test_koordinator_status_and_annotations_go_to_the_object_and_follow_re
     assert stored["status"]["used"] == {"cpu": "8"}
     assert orjson.loads(stored["metadata"]["annotations"][ANNOTATION_RUNTIME]) == {"cpu": "8"}
     assert orjson.loads(stored["metadata"]["annotations"][ANNOTATION_REQUEST]) == {"cpu": "8"}
+    assert orjson.loads(stored["metadata"]["annotations"][ANNOTATION_CHILD_REQUEST]) == {"cpu": "8"}
+    # no non-preemptible pod: zeros, not written over nothing
+    assert ANNOTATION_NON_PREEMPTIBLE_REQUEST not in stored["metadata"]["annotations"]
     # no status subresource: one patch of the object after the /status that is not there
     assert len(op.api.patches(a.path)) == 1
     for p in B_ARRIVES:

@@ -24,7 +24,7 @@ from koordpy.config.models import default_configuration
 from koordpy.simulate.loader import Scenario
 from koordpy.simulate.memory import MemoryCluster
 from koordpy.simulate.runner import build_world
-from tests.builders import node_dict
+from tests.builders import network_topology, node_dict
 from tests.preemption.test_job_preemption import (
     HIGH,
     bound,
@@ -39,17 +39,7 @@ from tests.preemption.test_job_preemption import (
 BLOCK = "network.topology.example/block"
 MUST_GATHER_BLOCK = json.dumps({"gatherStrategy": [{"layer": "BlockLayer", "strategy": "MustGather"}]})
 TOPOLOGY_INDEX = "gang.scheduling.koordinator.sh/network-topology-index"
-TOPOLOGY: dict[str, Any] = {
-    "apiVersion": "scheduling.koordinator.sh/v1alpha1",
-    "kind": "ClusterNetworkTopology",
-    "metadata": {"name": "default"},
-    "spec": {
-        "networkTopologySpec": [
-            {"labelKey": [BLOCK], "topologyLayer": "BlockLayer"},
-            {"parentTopologyLayer": "BlockLayer", "topologyLayer": "NodeTopologyLayer"},
-        ]
-    },
-}
+TOPOLOGY = network_topology(("BlockLayer", BLOCK))
 
 
 def node(name: str, cpu: str, block: str) -> dict[str, Any]:

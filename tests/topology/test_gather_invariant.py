@@ -31,6 +31,7 @@ from koordpy.framework.clock import VirtualClock
 from koordpy.plugins.coscheduling.networktopology import GatherDomain, placed_domain
 from koordpy.plugins.coscheduling.registry import GangRegistry
 from koordpy.status.topology import CLUSTER_LAYER, NODE_LAYER, build_tree, parse_layer_chain
+from tests.builders import network_topology
 from tests.topology.test_detail_status import BLOCK_KEY, SEED_NODE_LABELS, SEED_SPEC
 
 SPINE_LABEL = "example.com/spine"
@@ -43,17 +44,7 @@ PG_LABEL = "pod-group.scheduling.sigs.k8s.io"
 MUST_SPINE = json.dumps({"gatherStrategy": [{"layer": "SpineLayer", "strategy": "MustGather"}]})
 PREFER_SPINE = json.dumps({"gatherStrategy": [{"layer": "SpineLayer", "strategy": "PreferGather"}]})
 
-TOPOLOGY: dict[str, Any] = {
-    "apiVersion": "scheduling.koordinator.sh/v1alpha1",
-    "kind": "ClusterNetworkTopology",
-    "metadata": {"name": "default"},
-    "spec": {
-        "networkTopologySpec": [
-            {"topologyLayer": "SpineLayer", "labelKey": [SPINE_LABEL]},
-            {"topologyLayer": "NodeTopologyLayer", "parentTopologyLayer": "SpineLayer"},
-        ]
-    },
-}
+TOPOLOGY = network_topology(("SpineLayer", SPINE_LABEL))
 
 # (node, spine, zone). Spine s1's nodes are listed so that the plan, filling nodes in name order,
 # puts the last member into a zone an earlier member holds.

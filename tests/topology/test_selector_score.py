@@ -21,23 +21,12 @@ from koordpy.framework.cycle_state import CycleState
 from koordpy.plugins import registry
 from koordpy.scheduler import Scheduler
 from koordpy.simulate.memory import MemoryCluster
-from tests.builders import node_dict, pod_dict, settle
+from tests.builders import network_topology, node_dict, pod_dict, settle
 
 SELECTOR = "scheduling.koordinator.sh/network-topology-selector"
 SPINE = "example.com/spine"
 BLOCK = "example.com/block"
-TOPOLOGY: dict[str, Any] = {
-    "apiVersion": "scheduling.koordinator.sh/v1alpha1",
-    "kind": "ClusterNetworkTopology",
-    "metadata": {"name": "default"},
-    "spec": {
-        "networkTopologySpec": [
-            {"labelKey": [SPINE], "topologyLayer": "SpineLayer"},
-            {"labelKey": [BLOCK], "parentTopologyLayer": "SpineLayer", "topologyLayer": "BlockLayer"},
-            {"parentTopologyLayer": "BlockLayer", "topologyLayer": "NodeTopologyLayer"},
-        ]
-    },
-}
+TOPOLOGY = network_topology(("SpineLayer", SPINE), ("BlockLayer", BLOCK))
 
 # spine sp-a: block bk-1 (n1, n2, n3), block bk-2 (n4, n5); spine sp-b: bk-3 (n6, n7), bk-4 (n8, n9);
 # `lone` has no topology labels and sits outside the tree

@@ -77,7 +77,7 @@ def cluster_shortfall(
     for j, name in enumerate(names):
         col = snap.resource_col.get(name)
         if col is not None:
-            free[:, j] = snap.allocatable[rows, col] - snap.requested[rows, col]
+            free[:, j] = snap.allocatable_column(col, rows) - snap.requested_column(col, rows)
     given_back = list(own)
     known = [(j, col) for j, name in enumerate(names) if (col := snap.resource_col.get(name)) is not None]
     if given_back and known and rows.size:

@@ -54,6 +54,7 @@ from koordpy.status.topology import (
     brief,
     build_tree,
     parse_topology_object,
+    update_tree,
 )
 
 log = logging.getLogger(__name__)
@@ -407,9 +408,73 @@ def placed_domain(tree: TopologyTree, layer: str, placed: Mapping[str, str]) -> 
 TOPOLOGY_OBJECT_NAME = "default"
 
 
+# above this many nodes changed at once (a bulk relabel, the first list), building the tree anew
+# costs less than updating it node by node
+_UPDATED_NODES_LIMIT = 64
+
+
+@dataclass(slots=True)
+class _TreeInputs:
+    """What a tree was made from, as the snapshot held it: the node record of each row and the
+    codes of the label keys the layers read. Nothing else of a node reaches the tree, so a node
+    update that leaves these alone (a condition, allocatable, a taint, an annotation) leaves the
+    tree alone."""
+
+    snapshot_id: int
+    node_generation: int
+    chain: LayerChain
+    # `Snapshot.infos` up to its high-water row: a node keeps its record (and row) for its life,
+    # so the same record in the same row means the same node there; holding them keeps their
+    # identities from being reused
+    infos: list[Any]
+    # per label key the layers read: the column (None before any node had the key) and its codes
+    columns: tuple[tuple[Any, np.ndarray], ...]
+
+
+def _label_keys(chain: LayerChain) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(k for layer in chain.domain_layers for k in layer.label_keys))
+
+
+def _tree_inputs(snapshot: Any, chain: LayerChain) -> _TreeInputs:
+    top = snapshot.high_water
+    columns = []
+    for key in _label_keys(chain):
+        col = snapshot.labels.get(key)
+        codes = col.codes[:top].copy() if col is not None else np.full(top, -1, dtype=np.int32)
+        columns.append((col, codes))
+    return _TreeInputs(id(snapshot), snapshot.node_generation, chain, snapshot.infos[:top], tuple(columns))
+
+
+def _changed_rows(seen: _TreeInputs, now: _TreeInputs) -> list[int] | None:
+    """The rows whose node came, went, or changed a label the layers read since `seen`; None
+    when that cannot be told row by row (another snapshot, a column made anew)."""
+    if seen.snapshot_id != now.snapshot_id or seen.chain is not now.chain:
+        return None
+    top = max(len(seen.infos), len(now.infos))
+    changed: set[int] = set()
+    if seen.infos != now.infos:
+        before = seen.infos + [None] * (top - len(seen.infos))
+        after = now.infos + [None] * (top - len(now.infos))
+        changed.update(r for r in range(top) if before[r] is not after[r])
+    for (old_col, old_codes), (col, codes) in zip(seen.columns, now.columns, strict=True):
+        if old_col is not None and old_col is not col:
+            return None
+        if old_codes.size < top:
+            old_codes = np.concatenate([old_codes, np.full(top - old_codes.size, -1, dtype=old_codes.dtype)])
+        if codes.size < top:
+            codes = np.concatenate([codes, np.full(top - codes.size, -1, dtype=codes.dtype)])
+        changed.update(np.flatnonzero(old_codes != codes).tolist())
+    return sorted(changed)
+
+
 class ClusterTopologyView:
     """The scheduler's copy of ClusterNetworkTopology `default`: its layer chain (or why the spec is
-    unusable), and the tree its nodes form, rebuilt when the nodes change.
+    unusable), and the tree its nodes form.
+
+    The tree is looked at when a plan asks for it, never on a node event: when nodes changed since,
+    it is kept if none came, went or changed a label the layers read (status heartbeats, conditions,
+    allocatable), updated node by node when a few did, and built anew otherwise. Free capacity is
+    never part of it: plans read it from the snapshot's arrays.
 
     An object of any shape is taken without raising: a `default` with a bad spec is kept as present
     but unusable (`unavailable` says which field is wrong, and gangs are placed without topology);
@@ -420,7 +485,10 @@ class ClusterTopologyView:
         self.chain: LayerChain | None = None
         self.error: str | None = None
         self._tree: TopologyTree | None = None
-        self._tree_key: tuple[int, int, int] | None = None
+        self._inputs: _TreeInputs | None = None
+        # how the trees handed out were made (the topology benchmark and tests read these)
+        self.builds = 0
+        self.updates = 0
 
     def on_object(self, action: str, obj: Mapping[str, Any]) -> None:
         try:
@@ -450,7 +518,7 @@ class ClusterTopologyView:
 
     def _reset(self) -> None:
         self._tree = None
-        self._tree_key = None
+        self._inputs = None
 
     def unavailable(self) -> str | None:
         """Why topology placement cannot be done now (None when it can)."""
@@ -461,13 +529,43 @@ class ClusterTopologyView:
         return None
 
     def tree(self, snapshot: Any) -> TopologyTree | None:
-        if self.chain is None:
+        chain = self.chain
+        if chain is None:
             return None
-        key = (id(snapshot), snapshot.node_generation, id(self.chain))
-        if self._tree is None or self._tree_key != key:
+        seen, tree = self._inputs, self._tree
+        if (
+            seen is not None
+            and tree is not None
+            and seen.snapshot_id == id(snapshot)
+            and seen.node_generation == snapshot.node_generation
+            and seen.chain is chain
+        ):
+            return tree
+        now = _tree_inputs(snapshot, chain)
+        changed = _changed_rows(seen, now) if seen is not None and tree is not None else None
+        if (
+            tree is not None
+            and seen is not None
+            and changed is not None
+            and len(changed) <= _UPDATED_NODES_LIMIT
+        ):
+            if changed:
+                removed = [info.node.name for r in changed if r < len(seen.infos) and (info := seen.infos[r])]
+                placed = [info.node for r in changed if r < len(now.infos) and (info := now.infos[r])]
+                self._tree = update_tree(tree, removed, placed)
+                self.updates += 1
+            else:
+                # the same nodes in the same rows: the plans' row lookups hold too
+                levels = tree.made_levels()
+                if levels is not None:
+                    levels.rows_still_hold(
+                        (seen.snapshot_id, seen.node_generation), (now.snapshot_id, now.node_generation)
+                    )
+        else:
             nodes = (snapshot.info(row).node for row in snapshot.live_rows().tolist())
-            self._tree = build_tree(self.chain, nodes)
-            self._tree_key = key
+            self._tree = build_tree(chain, nodes)
+            self.builds += 1
+        self._inputs = now
         return self._tree
 
 

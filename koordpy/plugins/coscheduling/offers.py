@@ -17,7 +17,6 @@ from typing import Any
 import numpy as np
 
 from koordpy.api.pod import Pod
-from koordpy.api.resources import PODS
 from koordpy.framework.cycle_state import CycleState
 from koordpy.framework.diagnosis import Diagnosis
 
@@ -42,10 +41,9 @@ def _one_per_node_by_ports(pods: Sequence[Pod]) -> bool:
     return bool(shared)
 
 
-def _template_key(pod: Pod) -> tuple[Any, ...]:
-    """Pods equal under this key pass the same filters on the same nodes."""
+def shape_key(pod: Pod) -> tuple[Any, ...]:
+    """Members of one gang equal under this key pass the same filters on the same nodes."""
     return (
-        pod.namespace,
         tuple(sorted(pod.requests.items())),
         tuple(sorted(pod.node_selector.items())),
         pod.required_node_affinity,
@@ -54,9 +52,13 @@ def _template_key(pod: Pod) -> tuple[Any, ...]:
         pod.required_anti_affinity,
         pod.spread_constraints,
         pod.host_ports,
-        pod.priority,
-        tuple(sorted(pod.labels.items())),
     )
+
+
+def _template_key(pod: Pod) -> tuple[Any, ...]:
+    """Pods equal under this key pass the same filters on the same nodes: one shape (`shape_key`),
+    namespace, priority and set of labels."""
+    return (pod.namespace, shape_key(pod), pod.priority, tuple(sorted(pod.labels.items())))
 
 
 @dataclass(slots=True)
@@ -160,23 +162,18 @@ def _count_by_arithmetic(
     room is read once, per resource the pods ask for, and compared with the running sums."""
     snap = profile.handle.snapshot
     rows = first
-    vecs = [snap.request_vector(pod.requests) for pod in pods]
-    # a resource no node had when the table was taken: nobody has any of it
-    width = max(v.size for v in vecs)
-    demand = np.zeros((len(vecs), width), dtype=np.int64)
-    for i, vec in enumerate(vecs):
-        demand[i, : vec.size] = vec
-    pods_col = snap.resource_col[PODS]
-    asked = [np.flatnonzero(row > 0).tolist() or [pods_col] for row in demand]
-    needed = sorted({c for cols in asked for c in cols})
+    # each pod's requests as the resources it asks for: a cluster with thousands of resource names
+    # would make a row over every name thousands wide
+    cells = [snap.request_cells(pod.requests) for pod in pods]
+    needed = sorted({c for ids, _ in cells for c in ids.tolist()})
+    at = {c: j for j, c in enumerate(needed)}
+    demand = np.zeros((len(cells), len(needed)), dtype=np.int64)
+    for i, (ids, amounts) in enumerate(cells):
+        demand[i, [at[c] for c in ids.tolist()]] = amounts
+    # every request counts the pod slot, so no pod asks for nothing
+    asked = [[at[c] for c in ids.tolist()] for ids, _ in cells]
     total = np.cumsum(demand, axis=0)
-    table = snap.allocatable.shape[1]
-    free = {
-        c: snap.allocatable[rows, c] - snap.requested[rows, c]
-        if c < table
-        else np.zeros(rows.size, dtype=np.int64)
-        for c in needed
-    }
+    free = [snap.allocatable_column(c, rows) - snap.requested_column(c, rows) for c in needed]
     nominator = profile.handle.nominator
     if nominator:
         pos = {int(r): i for i, r in enumerate(rows.tolist())}
@@ -187,10 +184,11 @@ def _count_by_arithmetic(
                 continue
             for other in nominator.pods_on(node_name):
                 if other.priority >= floor and not (ignore_nominated and ignore_nominated(other)):
-                    held = snap.request_vector(other.requests)
-                    for c in needed:
-                        if c < held.size:
-                            free[c][i] -= held[c]
+                    ids, amounts = snap.request_cells(other.requests)
+                    for c, amount in zip(ids.tolist(), amounts.tolist(), strict=True):
+                        j = at.get(c)
+                        if j is not None:
+                            free[j][i] -= amount
     static: dict[int, np.ndarray | None] = {}
     alive: np.ndarray | None = None
     count = np.zeros(rows.size, dtype=np.int64)

@@ -47,7 +47,8 @@ pkg/scheduler/plugins/coscheduling/core):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from pydantic import Field, field_validator
@@ -62,8 +63,14 @@ from koordpy.framework.diagnosis import Diagnosis, fit_error_message
 from koordpy.framework.effects import RecordEvent
 from koordpy.framework.handle import Handle, SharedKey
 from koordpy.framework.interfaces import (
+    NODE_ADD,
+    NODE_UPDATE,
+    POD_ADD,
+    POD_DELETE,
+    POD_UPDATE,
     BatchResult,
     ClusterEvent,
+    ClusterEventWithHint,
     GroupPlugin,
     PermitPlugin,
     Plugin,
@@ -76,15 +83,19 @@ from koordpy.framework.interfaces import (
     PreFilterPlugin,
     PreFilterResult,
     PreScorePlugin,
+    QueueingHint,
+    QueueingHints,
     QueueSortPlugin,
     ReservePlugin,
     Rows,
     ScoreExtensions,
     ScorePlugin,
     Scores,
+    pod_departs,
 )
 from koordpy.framework.queued import QueuedPodInfo
 from koordpy.framework.status import SKIP, Code, Status
+from koordpy.plugins.coscheduling.explain import explain_failed_pass, explain_no_domain
 from koordpy.plugins.coscheduling.gang import (
     ANNOTATION_TOPOLOGY_SPEC,
     FROM_X_K8S,
@@ -95,6 +106,7 @@ from koordpy.plugins.coscheduling.gang import (
     WAITING_AND_RUNNING,
     Gang,
     member_order_key,
+    membership,
 )
 from koordpy.plugins.coscheduling.minresources import MinResourcesCheck
 from koordpy.plugins.coscheduling.networktopology import (
@@ -217,6 +229,7 @@ class Coscheduling(
     PreBindPlugin,
     PostBindPlugin,
     GroupPlugin,
+    QueueingHints,
 ):
     NAME = NAME
     Args = CoschedulingArgs
@@ -243,6 +256,9 @@ class Coscheduling(
         self.selectors = shared_selector_index(handle)
         # the topology tree as columns over the snapshot rows, with the tree they were taken from
         self._tree_columns: tuple[TopologyTree, int, TreeColumns] | None = None
+        # what would place the group whose plan found no domain this pass ("" when nothing can be
+        # said; None when no plan failed, and the pass's failures are explained in batch_end)
+        self._explanation: str | None = None
 
     def events_to_register(self) -> Sequence[ClusterEvent]:
         return (
@@ -251,6 +267,70 @@ class Coscheduling(
             ClusterEvent("PodGroup"),
             ClusterEvent("ClusterNetworkTopology"),
         )
+
+    # ----------------------------------------------------------------------------- queueing hints
+    def queueing_hints(self) -> Sequence[ClusterEventWithHint]:
+        """scheduler-plugins registers pod adds and PodGroup adds and updates (Koordinator none:
+        its gangs wait in PreEnqueue, as koordpy's do). A pod this plugin rejected waits for its
+        own group: a member placed, gone or changed, or one of its PodGroups changed. koordpy also
+        rejects a group that no topology domain or minResources can hold now, so room freed and
+        nodes added or changed count as well, and so does any topology change."""
+        return (
+            ClusterEventWithHint(POD_ADD, self.after_pod_change),
+            ClusterEventWithHint(POD_UPDATE, self.after_pod_change),
+            ClusterEventWithHint(POD_DELETE, self.after_pod_change),
+            ClusterEventWithHint(NODE_ADD),
+            ClusterEventWithHint(NODE_UPDATE, self.after_node_update),
+            ClusterEventWithHint(ClusterEvent("PodGroup"), self.after_podgroup_change),
+            ClusterEventWithHint(ClusterEvent("ClusterNetworkTopology")),
+        )
+
+    def hint_shape(self, pod: Pod) -> Hashable:
+        # the hints read only which gangs the pod's group has
+        gang = self.registry.gang(pod)
+        return gang.group if gang is not None else pod.key
+
+    def _in_group(self, pod: Pod, gang_id: str) -> bool:
+        gang = self.registry.gang(pod)
+        return gang is not None and gang_id in gang.group
+
+    def after_pod_change(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        """A member of the pod's own group added, bound, changed or gone; or any pod that held room
+        leaving (deleted, finished or terminating)."""
+        other: Pod = new if new is not None else old
+        m = membership(other)
+        if m is not None and self._in_group(pod, m.gang_id):
+            return QueueingHint.QUEUE
+        if new is None or (old is not None and pod_departs(old, new)):
+            held = other.node_name if new is None else old.node_name
+            return QueueingHint.QUEUE if held else QueueingHint.QUEUE_SKIP
+        return QueueingHint.QUEUE_SKIP
+
+    def after_node_update(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        """A node changed in what placement reads (its room, labels, taints, cordon); a status
+        heartbeat does not help."""
+        if old is None or new is None:
+            return QueueingHint.QUEUE
+        same = (
+            old.allocatable == new.allocatable
+            and old.labels == new.labels
+            and old.taints == new.taints
+            and old.unschedulable == new.unschedulable
+        )
+        return QueueingHint.QUEUE_SKIP if same else QueueingHint.QUEUE
+
+    def after_podgroup_change(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        """One of the PodGroups of the pod's own group (or any, once the pod belongs to no gang:
+        its PodGroup went)."""
+        if self.registry.gang(pod) is None:
+            return QueueingHint.QUEUE
+        for obj in (new, old):
+            if isinstance(obj, Mapping):
+                meta = obj.get("metadata") or {}
+                gang_id = f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
+                if self._in_group(pod, gang_id):
+                    return QueueingHint.QUEUE
+        return QueueingHint.QUEUE_SKIP
 
     # ----------------------------------------------------------------------------- QueueSort
     def sort_key(self, info: QueuedPodInfo) -> tuple[int, float, float, str, str]:
@@ -482,6 +562,7 @@ class Coscheduling(
         members' PreFilter then allows only their planned node. Returns why the group fits no
         domain (and the first member's diagnosis), or None (planned, or nothing to plan)."""
         self._planned.clear()
+        self._explanation = None
         if not members:
             return None
         gang = self.registry.gang(pod)
@@ -527,6 +608,7 @@ class Coscheduling(
         if offers.diagnosis.pre_filter_msg or offers.diagnosis.reason_histogram():
             # some nodes cannot take even the first member: say why, as kube-scheduler would
             message += f"; {fit_error_message(snap.node_count, offers.diagnosis)}"
+        self._explanation = explain_no_domain(self, pod, members, tree, spec, offers) or ""
         return message, offers.diagnosis
 
     def _tell_fallback(self, gang: Gang, members: list[Pod], why: str) -> None:
@@ -658,6 +740,14 @@ class Coscheduling(
             # NonStrict keeps what it placed; so does a Strict gang when nothing failed and it is
             # only short of members that are not here yet: they join through Permit until timeout
             keep_waiting = True
+        if result.failed:
+            # the reference systems' words first, then what would make the group fit
+            explanation = self._explanation
+            if explanation is None:
+                explanation = explain_failed_pass(self, pod, gang, keep_waiting)
+            if explanation:
+                message = f"{message.rstrip('.')}. {explanation}"
+        self._explanation = None
         if keep_waiting and (v3 := log.v(3)):
             v3.info("Gang waiting for more members", gang=gang.id, gangGroup=gang.group_id, err=message)
         if not self._group_valid(gang) and not keep_waiting:

@@ -37,6 +37,12 @@ failed (the trigger), after the pass has given back whatever it held:
 
 If any member cannot be placed even with every legal victim gone, nobody is evicted.
 
+Steps 2 to 4 run over the node arrays (`freeable.py`) when only resources stand between the
+members and the nodes: every member's filters other than NodeResourcesFit read the node object
+only, and no member, victim or nominated pod interacts beyond resources. The outcome chosen there
+is confirmed in a trial with the real filters; everywhere else, and should the confirmation fail,
+the trial does every step.
+
 The members' next pass honours the nominations: a pod tries its nominated node first, as
 kube-scheduler does (the scheduling cycle), and a topology-aware group keeps its nominated nodes
 as its plan while they still hold the group (`nominated_plan`), so the members are bound where the
@@ -60,6 +66,8 @@ from koordpy.framework.diagnosis import Diagnosis
 from koordpy.framework.effects import Evict, Nominate
 from koordpy.framework.interfaces import PostFilterResult
 from koordpy.framework.status import Code, Status
+from koordpy.plugins.coscheduling.freeable import BY_ALL, BY_NEED, PACKED, FreeablePlanner
+from koordpy.plugins.coscheduling.freeable import Victim as _Victim
 from koordpy.plugins.coscheduling.networktopology import NetworkTopologySpec, Placement, plan_with_offers
 from koordpy.plugins.coscheduling.offers import Offers, offer_slots
 from koordpy.plugins.defaultpreemption import preemptible, terminating_by_preemption
@@ -77,21 +85,9 @@ MSG_NO_VICTIMS = "no potential victims"
 MSG_NOT_HELPFUL = "preemption not helpful"
 
 # Ways of choosing each member's node when members are planned one by one (see _place_one_by_one):
-# the cheapest by the victims the member alone needs there, the cheapest by all the node's
-# victims, and the node that can hold the most members (packing the gang onto few nodes)
-BY_NEED = "need"
-BY_ALL = "all"
-PACKED = "packed"
-
-
-@dataclass(slots=True)
-class _Victim:
-    pod: Pod
-    row: int
-    job: str
-    rank: int
-    # evicting it (with the others on its node) would break a PodDisruptionBudget
-    breaks_pdb: bool = False
+# BY_NEED, the cheapest by the victims the member alone needs there; BY_ALL, the cheapest by all
+# the node's victims; PACKED, the node that can hold the most members (the gang on few nodes)
+WAYS = (BY_NEED, BY_ALL, PACKED)
 
 
 @dataclass(slots=True)
@@ -119,6 +115,9 @@ def _unschedulable(message: str) -> PostFilterResult:
 
 
 class JobPreemption:
+    # plan over the node arrays where only resources are involved (off: the trial does all)
+    arrays = True
+
     def __init__(self, plugin: Coscheduling) -> None:
         self.plugin = plugin
         self.handle = plugin.handle
@@ -134,7 +133,7 @@ class JobPreemption:
             return f"{pod.namespace}/{owner.kind}/{owner.name}"
         return pod.key
 
-    def _may_be_victim(self, victim: Pod, group: frozenset[str]) -> bool:
+    def may_be_victim(self, victim: Pod, group: frozenset[str]) -> bool:
         """Not opted out, not terminating, not of the group; whether the trigger may evict it is
         `Handle.victim_mask`'s to say."""
         if not preemptible(victim) or victim.deletion_ts is not None:
@@ -195,6 +194,10 @@ class JobPreemption:
     ) -> tuple[tuple[_Plan, list[_Victim]] | None, str]:
         """With every victim gone, the plan and the victims it really needs that cost least; or
         None and why some member cannot be placed even then."""
+        if self.arrays:
+            found = self._cheapest_by_arrays(trigger, members, victims)
+            if found is not None:
+                return found
         best: tuple[tuple[int, ...], _Plan, list[_Victim]] | None = None
         why = ""
         victim_pods = [v.pod for v in victims]
@@ -206,7 +209,7 @@ class JobPreemption:
             # could join an earlier one: each way misses cases another gets, so all are tried and
             # the cheapest outcome, after the fewest-victims step, is taken (of equal ones, the
             # first that touches the fewest nodes)
-            for way in (BY_NEED, BY_ALL, PACKED):
+            for way in WAYS:
                 # each way starts from every victim gone, whatever the last one gave back
                 with self.handle.releasing(victim_pods):
                     plan, why = self._place(trigger, members, victims, way)
@@ -221,6 +224,76 @@ class JobPreemption:
         if best is None:
             return None, why
         return (best[1], best[2]), why
+
+    def _cheapest_by_arrays(
+        self, trigger: Pod, members: Sequence[Pod], victims: Sequence[_Victim]
+    ) -> tuple[tuple[_Plan, list[_Victim]] | None, str] | None:
+        """`_cheapest_outcome` over the node arrays; None when they cannot tell (some member needs
+        the trial) or the real filters do not confirm the outcome."""
+        snap = self.handle.snapshot
+        ignore = self.plugin.same_job(trigger)
+        planner = FreeablePlanner.build(self.handle, members, victims, ignore, self.budgets.budgets(snap))
+        if planner is None:
+            return None
+        topology = self.plugin.topology_for(trigger)
+        best: tuple[tuple[int, ...], _Plan, list[_Victim]] | None = None
+        why = ""
+        for way in (None,) if topology is not None else WAYS:
+            if topology is None:
+                rows, why = planner.place(way or BY_NEED)
+            else:
+                rows, why = self._plan_topology(planner, members, topology)
+            if rows is None:
+                break
+            plan = _Plan(rows, exact=topology is not None)
+            chosen = [victims[i] for i in planner.fewest(rows)]
+            cost = self._total_cost(chosen, plan)
+            if best is None or cost < best[0]:
+                best = (cost, plan, chosen)
+        if best is None:
+            return None, why
+        if not self._confirmed(trigger, members, best[1], best[2]):
+            return None
+        return (best[1], best[2]), why
+
+    def _plan_topology(
+        self, planner: FreeablePlanner, members: Sequence[Pod], topology: Any
+    ) -> tuple[dict[str, int] | None, str]:
+        """`_place_in_topology` with the offers and the nodes' costs from the arrays."""
+        tree, spec = topology
+        snap = self.handle.snapshot
+        offers = Offers(planner.slots(), Diagnosis())
+        placement = plan_with_offers(
+            self.handle.profile, tree, spec, members, offers, planner.scores(snap.node_name)
+        )
+        if not isinstance(placement, Placement):
+            return None, placement.message
+        return {m.key: snap.row_of[placement.nodes[m.key]] for m in members}, ""
+
+    def _confirmed(
+        self, trigger: Pod, members: Sequence[Pod], plan: _Plan, victims: Sequence[_Victim]
+    ) -> bool:
+        """Whether, with the chosen victims gone, every member passes PreFilter and the filters on
+        its planned node after the members planned before it (the real plugins, in a trial)."""
+        snap = self.handle.snapshot
+        profile: Any = self.handle.profile
+        ignore = self.plugin.same_job(trigger)
+        by_key = {m.key: m for m in members}
+        with self.handle.releasing([v.pod for v in victims]), snap.trial() as trial:
+            for v in victims:
+                trial.remove_pod(v.pod, v.row)
+            for key, row in plan.rows.items():
+                member = by_key[key]
+                state = CycleState()
+                allowed, st = profile.run_pre_filter(state, member)
+                if st is not None or (allowed is not None and snap.node_name(row) not in allowed):
+                    return False
+                one = np.array([row], dtype=np.int64)
+                if not profile.run_filter_with_nominated(state, member, one, None, ignore).size:
+                    return False
+                plan.states[key] = state
+                trial.add_pod(member, row)
+        return True
 
     def _total_cost(self, victims: Sequence[_Victim], plan: _Plan) -> tuple[int, ...]:
         """The cost of an eviction as a whole: PDBs broken, jobs, their priority ranks, pods; then
@@ -253,9 +326,13 @@ class JobPreemption:
     def _victims(self, trigger: Pod, rows: np.ndarray, group: frozenset[str]) -> list[_Victim]:
         snap = self.handle.snapshot
         candidates: list[tuple[Pod, int]] = []
+        # without a plugin's victim rules only lower priorities qualify: the mask would refuse
+        # the others, so they are not looked at
+        below = None if self.handle.victim_rules_apply(trigger) else trigger.priority
+        may_be_victim = self.may_be_victim
         for row in rows.tolist():
             for pod in snap.info(row).pods.values():
-                if self._may_be_victim(pod, group):
+                if (below is None or pod.priority < below) and may_be_victim(pod, group):
                     candidates.append((pod, row))
         allowed = self.handle.victim_mask(trigger, [pod for pod, _ in candidates]).tolist()
         found = [c for c, ok in zip(candidates, allowed, strict=True) if ok]
@@ -294,10 +371,10 @@ class JobPreemption:
         carries whether evicting it, with the others, breaks a PodDisruptionBudget."""
         snap = self.handle.snapshot
         vec = snap.request_vector(member.requests)
-        width = snap.allocatable.shape[1]
+        width = len(snap.resource_names)
         need = vec[:width]
         cols = np.flatnonzero(need > 0)
-        free = snap.allocatable[row, cols] - snap.requested[row, cols] - need[cols]
+        free = snap.free_on(row, cols) - need[cols]
         evicted: list[_Victim] = []
         for v in sorted(victims, key=lambda v: (not v.breaks_pdb, -v.pod.priority, v.job, v.pod.name)):
             use = snap.request_vector(v.pod.requests)[:width][cols]

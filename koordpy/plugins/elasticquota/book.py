@@ -8,7 +8,9 @@ resource axis (`koordpy.quota.tree`):
 - request: every pod of the quota that exists and has not finished, pending or placed (Koordinator
   counts a pod in its quota's request from the moment it exists; the runtime quota follows it);
 - used: the pods placed, or reserved by this scheduler and not yet seen bound;
-- non-preemptible used (Koordinator): the placed pods labelled `preemptible: "false"`.
+- non-preemptible used (Koordinator): the placed pods labelled `preemptible: "false"`;
+
+and a count of the pods that hold nothing yet (the pending-pods metric).
 
 Pod events and Reserve/Unreserve change one row by one pod's vector; a quota object that changes
 marks the tree for a rebuild, done once, before the next question, with every pod counted again.
@@ -41,7 +43,12 @@ from koordpy.api.errors import SpecError
 from koordpy.api.pod import Pod
 from koordpy.api.resources import ResourceList, add_into, format_amount, sorted_names
 from koordpy.cache import Snapshot
-from koordpy.quota.admission import capacity_admit, koordinator_admit
+from koordpy.quota.admission import (
+    capacity_admit,
+    koordinator_admit,
+    koordinator_admit_ancestors,
+    leaf_ask,
+)
 from koordpy.quota.runtime import RuntimeQuota, runtime_state, subtree_sums
 from koordpy.quota.tree import (
     DEFAULT_ROW,
@@ -194,6 +201,9 @@ class QuotaBook:
         self._request: Int64Array = np.zeros((0, 0), dtype=np.int64)
         self._used: Int64Array = np.zeros((0, 0), dtype=np.int64)
         self._np: Int64Array = np.zeros((0, 0), dtype=np.int64)
+        # per row, the counted pods that hold nothing yet: kept with the sums, so a scrape of the
+        # pending-pods metric reads it instead of walking every pod
+        self._pending: Int64Array = np.zeros(0, dtype=np.int64)
         self._request_version = 0
         self._used_version = 0
         self._tree_version = 0
@@ -272,7 +282,12 @@ class QuotaBook:
         self._count_used(entry, sign)
 
     def _count_used(self, entry: Entry, sign: int) -> None:
-        if entry.row < 0 or entry.vec is None or self._tree_dirty or not entry.holds:
+        """Count (or uncount) what the entry holds, or, holding nothing yet, that it is pending:
+        every change of `holds` uncounts the entry as it was and counts it as it is."""
+        if entry.row < 0 or entry.vec is None or self._tree_dirty:
+            return
+        if not entry.holds:
+            self._pending[entry.row] += sign
             return
         delta = entry.vec if sign > 0 else -entry.vec
         self._used[entry.row] += delta
@@ -359,6 +374,7 @@ class QuotaBook:
         self._request = np.zeros((size, width), dtype=np.int64)
         self._used = np.zeros((size, width), dtype=np.int64)
         self._np = np.zeros((size, width), dtype=np.int64)
+        self._pending = np.zeros(size, dtype=np.int64)
         for key, old in self.entries.items():
             entry = self._make(old.pod, old.reserved)
             self.entries[key] = entry
@@ -435,13 +451,12 @@ class QuotaBook:
     def _row_of_quota(self, key: str) -> int:
         raise NotImplementedError
 
-    def pending_pods(self) -> dict[int, int]:
-        """Per row, the pods that hold nothing yet."""
-        out: dict[int, int] = {}
-        for entry in self.entries.values():
-            if entry.row >= 0 and not entry.holds:
-                out[entry.row] = out.get(entry.row, 0) + 1
-        return out
+    def pending_pods(self) -> Int64Array:
+        """Per row, the pods that hold nothing yet (read only)."""
+        self.ensure()
+        view = self._pending.view()
+        view.setflags(write=False)
+        return view
 
 
 # ================================================================================ Koordinator
@@ -526,12 +541,11 @@ class KoordinatorBook(QuotaBook):
         key = (snap.node_generation, self._tree_version)
         if key != self._total_key:
             rows = snap.live_rows()
-            sums = snap.allocatable[rows].sum(axis=0, dtype=np.int64)
             total = np.zeros(len(self.resources), dtype=np.int64)
             for j, name in enumerate(self.resources):
                 col = snap.resource_col.get(name)
-                if col is not None and col < sums.size:
-                    total[j] = int(sums[col])
+                if col is not None:
+                    total[j] = int(snap.allocatable_column(col, rows).sum(dtype=np.int64))
             self._total, self._total_key = total, key
         return self._total
 
@@ -581,16 +595,17 @@ class KoordinatorBook(QuotaBook):
         runtime = self.runtime().runtime
         used, held = self.used()
         used = self.without(used, taken)
+        tree = self.tree
+        asks: dict[int, Int64Array] = {}
         for part in ask.parts.values():
             assert part.pod_quota is not None
             message = koordinator_admit(
-                self.tree,
+                tree,
                 runtime,
                 used,
                 part.pod_quota,
                 part.request,
                 enable_runtime_quota=rules.enable_runtime_quota,
-                check_parents=rules.check_parents,
             )
             if message is None and part.non_preemptible:
                 message = koordinator_admit(
@@ -603,6 +618,15 @@ class KoordinatorBook(QuotaBook):
                     non_preemptible=True,
                     non_preemptible_used=held,
                 )
+            if message is not None:
+                return ask.explain(message)
+            row = tree.rows[part.pod_quota.name]
+            asks[row] = leaf_ask(tree, row, part.request)
+        if rules.check_parents:
+            # the parts of a gang group beneath one ancestor are checked there together
+            message = koordinator_admit_ancestors(
+                tree, runtime, used, asks, enable_runtime_quota=rules.enable_runtime_quota
+            )
             if message is not None:
                 return ask.explain(message)
         return None
@@ -696,7 +720,7 @@ class KoordinatorBook(QuotaBook):
                 out["runtime"] = _list(names, state.runtime[row], managed)
                 out["request"] = _list(names, state.request[row], managed)
                 out["used"] = _list(names, used[row], managed)
-                out["pendingPods"] = pending.get(row, 0)
+                out["pendingPods"] = int(pending[row])
             rows.append(out)
         return rows
 
@@ -733,7 +757,7 @@ class KoordinatorBook(QuotaBook):
                         "request": _ints(names, state.request[row], managed),
                         "used": _ints(names, used[row], managed),
                     },
-                    pending_pods=pending.get(row, 0),
+                    pending_pods=int(pending[row]),
                 )
             )
         return out
@@ -880,7 +904,7 @@ class NamespaceBook(QuotaBook):
                     "runtime": None,
                     "request": None,
                     "used": _list(quotas.resources, used[row], mask) if counted and row is not None else {},
-                    "pendingPods": pending.get(row, 0) if counted and row is not None else 0,
+                    "pendingPods": int(pending[row]) if counted and row is not None else 0,
                     "problem": problem.message if problem is not None else None,
                 }
             )
@@ -915,7 +939,7 @@ class NamespaceBook(QuotaBook):
                         "max": dict(quota.max or {}),
                         "used": _ints(quotas.resources, used[row], named | (used[row] > 0)),
                     },
-                    pending_pods=pending.get(row, 0),
+                    pending_pods=int(pending[row]),
                 )
             )
         return out

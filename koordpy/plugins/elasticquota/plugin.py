@@ -49,7 +49,7 @@ Victim rules:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -59,6 +59,8 @@ from pydantic import Field, field_validator
 
 from koordpy.api import names
 from koordpy.api.duration import parse_duration
+from koordpy.api.elasticquota import KOORDINATOR_GROUP, X_K8S_GROUP, quota_of_pod
+from koordpy.api.elasticquota import ElasticQuota as QuotaObject
 from koordpy.api.errors import SpecError
 from koordpy.api.pod import Pod
 from koordpy.api.resources import ResourceList, parse_resource_list
@@ -67,7 +69,10 @@ from koordpy.framework.cycle_state import CycleState
 from koordpy.framework.diagnosis import Diagnosis
 from koordpy.framework.handle import Handle, SharedKey
 from koordpy.framework.interfaces import (
+    NODE_ALL,
+    POD_DELETE,
     ClusterEvent,
+    ClusterEventWithHint,
     FilterPlugin,
     FilterResult,
     Plugin,
@@ -78,6 +83,8 @@ from koordpy.framework.interfaces import (
     PreFilterExtensions,
     PreFilterPlugin,
     PreFilterResult,
+    QueueingHint,
+    QueueingHints,
     QueueShare,
     ReservePlugin,
     Rows,
@@ -132,8 +139,8 @@ class ElasticQuotaArgs(PluginArgs):
     defaults.go SetDefaults_ElasticQuotaArgs)."""
 
     # quotaGroupNamespace (where koord-scheduler creates the system and default quota objects; koordpy
-    # keeps them in memory), enableQueueHint and quotaSnapshotUpdateInterval (koordpy requeues a pod
-    # its quota held on quota, pod deletion and node events anyway) change nothing here
+    # keeps them in memory) and quotaSnapshotUpdateInterval (koordpy reads its quotas as they are)
+    # change nothing here; enableQueueHint turns on Koordinator's queueing hints (queueing_hints)
     UNHONOURED_FIELDS = {
         "delayEvictTime": _REVOKE,
         "revokePodInterval": _REVOKE,
@@ -411,7 +418,7 @@ def _namespace_book(handle: Handle) -> NamespaceBook:
     return book
 
 
-class ElasticQuota(_QuotaPlugin):
+class ElasticQuota(_QuotaPlugin, QueueingHints):
     """Koordinator's ElasticQuota: a quota tree, runtime quota, pods joined by label."""
 
     NAME = ELASTIC_QUOTA
@@ -430,6 +437,81 @@ class ElasticQuota(_QuotaPlugin):
         # a quota changing, a pod leaving (its quota's used), nodes (the total the runtime splits)
         return (ClusterEvent(ELASTIC_QUOTA_KIND), ClusterEvent("Pod", "Delete"), ClusterEvent("Node"))
 
+    # ------------------------------------------------------------------ queueing hints
+    def queueing_hints(self) -> Sequence[ClusterEventWithHint]:
+        """Koordinator's EventsToRegister: with enableQueueHint, a pod deleted and a quota updated
+        are judged by isSchedulableAfterPodDeletion and isSchedulableAfterQuotaChanged; without,
+        every such event queues. Quotas added or deleted (they re-shape the tree, and open
+        QuotaNotFound gates) and nodes (the total the runtime splits) always queue here."""
+        if not self.eargs.enable_queue_hint:
+            return tuple(ClusterEventWithHint(e) for e in self.events_to_register())
+        return (
+            ClusterEventWithHint(POD_DELETE, self.after_pod_deleted),
+            ClusterEventWithHint(ClusterEvent(ELASTIC_QUOTA_KIND, "Update"), self.after_quota_changed),
+            ClusterEventWithHint(ClusterEvent(ELASTIC_QUOTA_KIND, "Add")),
+            ClusterEventWithHint(ClusterEvent(ELASTIC_QUOTA_KIND, "Delete")),
+            ClusterEventWithHint(NODE_ALL),
+        )
+
+    def hint_shape(self, pod: Pod) -> Hashable:
+        return self._quota_and_tree(pod)
+
+    def _quota_and_tree(self, pod: Pod) -> tuple[str, str]:
+        """The pod's quota and that quota's tree id, under the current tree."""
+        book = self.kbook
+        book.ensure()
+        tree = book.tree
+        found = quota_of_pod(pod, tree.index)
+        if found is None:
+            return "", ""
+        row = tree.rows.get(found.name)
+        quota = tree.quotas[row] if row is not None else None
+        return found.name, quota.tree_id if quota is not None else ""
+
+    def _on_path_to_root(self, quota: str, other: str) -> bool:
+        """Whether `other` is `quota` or one of its ancestors (Koordinator's GetQuotaPathToRoot)."""
+        tree = self.kbook.tree
+        row = tree.rows.get(quota)
+        if row is None:
+            return False
+        return any(tree.names[r] == other for r in (row, *tree.ancestors(row)))
+
+    def after_pod_deleted(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        """Koordinator's isSchedulableAfterPodDeletion: a placed pod of the same tree whose quota
+        is the pod's own (or, checking parents, one on its path to the root) leaving."""
+        deleted = old if old is not None else new
+        if deleted is None:
+            return QueueingHint.QUEUE
+        deleted_quota, deleted_tree = self._quota_and_tree(deleted)
+        quota, tree = self._quota_and_tree(pod)
+        if not deleted_quota or not quota or deleted_tree != tree:
+            return QueueingHint.QUEUE_SKIP
+        if not deleted.node_name:
+            return QueueingHint.QUEUE_SKIP  # it held nothing of its quota
+        if deleted_quota == quota:
+            return QueueingHint.QUEUE
+        if self.rules.check_parents and self._on_path_to_root(quota, deleted_quota):
+            return QueueingHint.QUEUE
+        return QueueingHint.QUEUE_SKIP
+
+    def after_quota_changed(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        """Koordinator's isSchedulableAfterQuotaChanged: the pod's own quota (or, checking
+        parents, one on its path to the root) changed in its min, max, shared weight, parent, or
+        whether it is a parent or lends."""
+        before, after = _quota_view(old), _quota_view(new)
+        if before is None or after is None:
+            return QueueingHint.QUEUE
+        if after.api_group != KOORDINATOR_GROUP:
+            return QueueingHint.QUEUE_SKIP
+        quota, tree = self._quota_and_tree(pod)
+        if not quota or after.tree_id != tree or not _quota_changed(before, after):
+            return QueueingHint.QUEUE_SKIP
+        if after.name == quota:
+            return QueueingHint.QUEUE
+        if self.rules.check_parents and self._on_path_to_root(quota, after.name):
+            return QueueingHint.QUEUE
+        return QueueingHint.QUEUE_SKIP
+
     def _verdict(self, ask: Ask, taken: Taken | None) -> str | None:
         return self.kbook.check(ask, self.rules, taken)
 
@@ -437,7 +519,7 @@ class ElasticQuota(_QuotaPlugin):
         return self.kbook.victim_mask(preemptor, ask, candidates, self.rules)
 
 
-class CapacityScheduling(_QuotaPlugin):
+class CapacityScheduling(_QuotaPlugin, QueueingHints):
     """scheduler-plugins' CapacityScheduling: one ElasticQuota per namespace, min and max."""
 
     NAME = CAPACITY_SCHEDULING
@@ -450,6 +532,41 @@ class CapacityScheduling(_QuotaPlugin):
 
     def events_to_register(self) -> Sequence[ClusterEvent]:
         return (ClusterEvent(ELASTIC_QUOTA_KIND), ClusterEvent("Pod", "Delete"))
+
+    # ------------------------------------------------------------------ queueing hints
+    def queueing_hints(self) -> Sequence[ClusterEventWithHint]:
+        """scheduler-plugins registers pod deletes and every ElasticQuota event, without hints. A
+        pod deleted can help only if a quota counted it (placed, in a namespace with a quota: the
+        check reads its own quota and the sum over all of them); a quota updated only if its min or
+        max changed (the status the operator writes changes neither)."""
+        return (
+            ClusterEventWithHint(POD_DELETE, self.after_pod_deleted),
+            ClusterEventWithHint(ClusterEvent(ELASTIC_QUOTA_KIND, "Update"), self.after_quota_changed),
+            ClusterEventWithHint(ClusterEvent(ELASTIC_QUOTA_KIND, "Add")),
+            ClusterEventWithHint(ClusterEvent(ELASTIC_QUOTA_KIND, "Delete")),
+        )
+
+    def hint_shape(self, pod: Pod) -> Hashable:
+        # the hints read nothing of the waiting pod
+        return ()
+
+    def after_pod_deleted(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        deleted = old if old is not None else new
+        if deleted is None:
+            return QueueingHint.QUEUE
+        book = self.nbook
+        book.ensure()
+        counted = bool(deleted.node_name) and deleted.namespace in book.quotas.rows
+        return QueueingHint.QUEUE if counted else QueueingHint.QUEUE_SKIP
+
+    def after_quota_changed(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        before, after = _quota_view(old), _quota_view(new)
+        if before is None or after is None:
+            return QueueingHint.QUEUE
+        if after.api_group != X_K8S_GROUP:
+            return QueueingHint.QUEUE_SKIP
+        same = before.min == after.min and before.max == after.max
+        return QueueingHint.QUEUE_SKIP if same else QueueingHint.QUEUE
 
     def _with_nominated(self, pod: Pod, ask: Ask) -> Ask:
         nominator = self.handle.nominator
@@ -466,3 +583,25 @@ class CapacityScheduling(_QuotaPlugin):
 
     def _victims(self, preemptor: Pod, ask: Ask, candidates: Sequence[Pod]) -> PodMask:
         return self.nbook.victim_mask(preemptor, ask, candidates)
+
+
+def _quota_view(obj: Any) -> QuotaObject | None:
+    """An ElasticQuota event's object as read (None: absent or unreadable; hints then queue)."""
+    if not isinstance(obj, Mapping):
+        return None
+    try:
+        return QuotaObject.from_dict(obj)
+    except SpecError:
+        return None
+
+
+def _quota_changed(before: QuotaObject, after: QuotaObject) -> bool:
+    """Koordinator's QuotaInfo.IsQuotaChange."""
+    return (
+        before.allow_lent_resource != after.allow_lent_resource
+        or before.is_parent != after.is_parent
+        or before.parent != after.parent
+        or before.max != after.max
+        or before.min != after.min
+        or before.shared_weight != after.shared_weight
+    )

@@ -180,6 +180,23 @@ def row_classes(components: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarra
     return inverse.reshape(-1).astype(np.int64), values
 
 
+# the controllers whose selector kube-scheduler's default selector takes (helper.DefaultSelector):
+# a pod owned by anything else (a Job, a DaemonSet, a custom workload) gets no default spreading.
+# `koordpy simulate` stamps a Deployment's pods itself, owned by the Deployment, where a cluster
+# has its ReplicaSet own them (and that selector is the Deployment's plus the template hash)
+DEFAULT_SELECTOR_OWNERS = frozenset({"ReplicationController", "ReplicaSet", "StatefulSet", "Deployment"})
+
+
+def has_default_selector(pod: Pod) -> bool:
+    """Whether kube-scheduler would build a non-empty default selector for the pod, so that the
+    default constraints apply to it. kube merges the selectors of the Services selecting the pod
+    and of its ReplicationController, ReplicaSet or StatefulSet; koordpy sees no Services or
+    workload objects, so a pod counts when one of those kinds controls it, and its labels stand
+    for the controller's selector (a workload's selector must match its pods' template labels)."""
+    controller = pod.controller
+    return controller is not None and controller.kind in DEFAULT_SELECTOR_OWNERS and bool(pod.labels)
+
+
 # --------------------------------------------------------------------------------------------- kept state
 class SpreadCache:
     """What the plugin keeps between cycles: each template's resolved constraints, node-side plans
@@ -203,8 +220,7 @@ class SpreadCache:
         if own:
             key: object = (action, own, pod.namespace)
         else:
-            controller = pod.controller
-            if not self.default_constraints or controller is None or not pod.labels:
+            if not self.default_constraints or not has_default_selector(pod):
                 return ()
             key = (action, pod.namespace, tuple(sorted(pod.labels.items())))
         found = self._resolved.get(key)
@@ -215,8 +231,8 @@ class SpreadCache:
                 _resolve(c, c.selector, pod.namespace) for c in own if c.when_unsatisfiable == action
             )
         else:
-            # koordpy has no Services or workload objects: the pods of the same controller are
-            # the ones carrying this pod's labels in its namespace
+            # the pods of the same controller are the ones carrying this pod's labels in its
+            # namespace (see has_default_selector)
             selector = selector_from_match_labels(pod.labels)
             found = tuple(
                 _resolve(c, selector, pod.namespace)

@@ -2,8 +2,9 @@
 
 Filter enforces the pod's `DoNotSchedule` constraints (filtering.py); Score prefers the domains
 holding the fewest matching pods under the `ScheduleAnyway` constraints (scoring.py). A pod without
-constraints of its own gets the configured default constraints, with a selector for the pods of its
-own controller (common.py).
+constraints of its own gets the configured default constraints when a ReplicationController,
+ReplicaSet or StatefulSet controls it, with a selector for the pods of that controller (common.py);
+a pod owned by a Job, or by nothing, gets none, as in kube-scheduler.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from koordpy.framework.interfaces import (
 )
 from koordpy.framework.status import Status
 from koordpy.plugins.podtopologyspread import filtering, scoring
-from koordpy.plugins.podtopologyspread.common import NAME, Constraint, SpreadCache
+from koordpy.plugins.podtopologyspread.common import NAME, Constraint, SpreadCache, has_default_selector
 
 SYSTEM_DEFAULTING: Literal["System"] = "System"
 LIST_DEFAULTING: Literal["List"] = "List"
@@ -209,7 +210,7 @@ class PodTopologySpread(
         # what the pod's resolved constraints are made of (see SpreadCache.constraints)
         own = pod.spread_constraints
         labels = () if own else tuple(sorted(pod.labels.items()))
-        return pod.namespace, own, pod.controller is None, labels
+        return pod.namespace, own, has_default_selector(pod), labels
 
     def after_pod_change(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
         """kube-scheduler's isSchedulableAfterPodChange: a placed pod of the pod's namespace

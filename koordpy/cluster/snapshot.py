@@ -1,0 +1,535 @@
+"""`koordpy snapshot`: a live cluster read once, read-only, as one scenario that `koordpy simulate`
+loads unchanged.
+
+What is read is what the scheduler's informers read (nodes, namespaces, pods on nodes and pods
+waiting for koordpy's profiles, PodGroups, PodDisruptionBudgets, the network topology, elastic
+quotas) and the PriorityClasses that admission resolves a new pod's priority from. Each object is
+kept with only what scheduling reads: the rest (managed fields, resource versions, container
+commands, volumes, node conditions...) would make the file large without changing a placement.
+
+Lists are paged (limit/continue) and every page is handed to the sink as it arrives, so memory
+stays bounded by a page plus the pods still waiting for a node (those are few, and are written
+last, oldest first, because that is the order in which the scheduling queue met them).
+
+Nothing here writes to the cluster: every request is a list or a get (docs/dry-run.md names the
+ClusterRole it needs).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from koordpy.api.time import parse_timestamp
+from koordpy.kubeapi import informer
+from koordpy.kubeapi.client import TRANSPORT_ERRORS, ApiError, KubeApi
+from koordpy.kubeapi.informer import Resource
+
+__all__ = [
+    "CHART_NAME",
+    "ConfigMapRef",
+    "ConfigurationFound",
+    "SnapshotError",
+    "SnapshotSummary",
+    "chart_configmap",
+    "config_beside",
+    "dump_document",
+    "kept_annotation",
+    "read_configuration_in_use",
+    "strip_object",
+    "take_snapshot",
+]
+
+try:
+    _Dumper: Any = yaml.CSafeDumper
+    _Loader: Any = yaml.CSafeLoader
+except AttributeError:  # PyYAML built without libyaml
+    _Dumper = yaml.SafeDumper
+    _Loader = yaml.SafeLoader
+
+# the Helm chart's name: its objects carry the label helm.sh/chart=koordpy-<version>
+CHART_NAME = "koordpy"
+CHART_LABEL = "helm.sh/chart"
+PAGE_SIZE = 500
+# a pod the cluster is deleting goes away in the scenario when its grace period would end
+REMOVE_AFTER_ANNOTATION = "simulation.koordpy.io/remove-after"
+# the scheduler's pod informer leaves out finished pods: they hold nothing
+_NOT_FINISHED = "status.phase!=Succeeded,status.phase!=Failed"
+
+# Annotation domains the scheduler reads (gangs, gang groups, topology, quotas, the simulator's own
+# timeline): every other annotation (last-applied-configuration, tooling's) is left out.
+_KEPT_ANNOTATION_DOMAINS = (
+    "koordinator.sh",
+    "scheduling.sigs.k8s.io",
+    "scheduling.x-k8s.io",
+    "koordpy.io",
+)
+
+
+class SnapshotError(Exception):
+    """The cluster could not be read: unreachable, a list refused, an object the snapshot needs
+    missing. The message names the resource."""
+
+
+# the kinds as the informers name them: one path and one label per resource for both
+NAMESPACES = informer.NAMESPACES
+PRIORITY_CLASSES = Resource("PriorityClass", "scheduling.k8s.io/v1", "priorityclasses", namespaced=False)
+NODES = informer.NODES
+# without the informer's selector: each listing below gives the field selector it needs
+PODS = informer.ALL_PODS
+PDBS = informer.PDBS
+CONFIGMAPS = Resource("ConfigMap", "v1", "configmaps")
+# the order of the file: what the pods refer to first
+KINDS: tuple[Resource, ...] = (
+    NAMESPACES,
+    PRIORITY_CLASSES,
+    NODES,
+    informer.POD_GROUPS_SIGS,
+    informer.POD_GROUPS_X_K8S,
+    PDBS,
+    informer.NETWORK_TOPOLOGIES,
+    informer.ELASTIC_QUOTAS_SIGS,
+    informer.ELASTIC_QUOTAS_X_K8S,
+)
+
+
+# ---------------------------------------------------------------------------------------------- stripping
+def kept_annotation(key: str) -> bool:
+    """Whether the scheduler reads annotations of this key's domain."""
+    domain, slash, _ = key.partition("/")
+    if not slash:
+        return False
+    return any(domain == d or domain.endswith("." + d) for d in _KEPT_ANNOTATION_DOMAINS)
+
+
+def _metadata(meta: Mapping[str, Any], namespaced: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": meta.get("name")}
+    if namespaced:
+        out["namespace"] = meta.get("namespace") or "default"
+    if meta.get("labels"):
+        out["labels"] = dict(meta["labels"])
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if kept_annotation(k)}
+    if annotations:
+        out["annotations"] = annotations
+    for key in ("creationTimestamp", "deletionTimestamp"):
+        if meta.get(key):
+            out[key] = meta[key]
+    refs = meta.get("ownerReferences")
+    if refs:
+        # who owns a pod names its job in the dry run's victims, and default spreading's selector
+        out["ownerReferences"] = [
+            {k: ref[k] for k in ("apiVersion", "kind", "name", "uid", "controller") if k in ref}
+            for ref in refs
+            if isinstance(ref, Mapping)
+        ]
+    return out
+
+
+def _some(obj: Mapping[str, Any], keys: Iterable[str]) -> dict[str, Any]:
+    return {k: obj[k] for k in keys if obj.get(k) not in (None, "", [], {})}
+
+
+# what the scheduler reads of a container: its name (messages), image (ImageLocality), ports (host
+# ports), resources (fit) and restartPolicy (an init container that runs beside the app)
+_CONTAINER_KEYS = ("name", "image", "ports", "resources", "restartPolicy")
+_POD_SPEC_KEYS = (
+    "nodeName",
+    "schedulerName",
+    "priority",
+    "priorityClassName",
+    "preemptionPolicy",
+    "nodeSelector",
+    "affinity",
+    "tolerations",
+    "topologySpreadConstraints",
+    "schedulingGates",
+    "overhead",
+    "resources",
+    "terminationGracePeriodSeconds",
+    "hostNetwork",
+    "os",
+)
+# what preemption reads of a pod's status (startTime orders victims, DisruptionTarget marks a pod
+# already on its way out), what the queue reads (nominatedNodeName), and why a pod waits
+_POD_STATUS_KEYS = ("phase", "nominatedNodeName", "startTime")
+_POD_CONDITIONS = ("PodScheduled", "DisruptionTarget")
+
+
+def _pod(obj: Mapping[str, Any], now: float | None) -> dict[str, Any]:
+    meta = _metadata(obj.get("metadata") or {}, namespaced=True)
+    spec_in = obj.get("spec") or {}
+    spec = _some(spec_in, _POD_SPEC_KEYS)
+    for key in ("containers", "initContainers"):
+        if spec_in.get(key):
+            spec[key] = [_some(c, _CONTAINER_KEYS) for c in spec_in[key] if isinstance(c, Mapping)]
+    status_in = obj.get("status") or {}
+    status = _some(status_in, _POD_STATUS_KEYS)
+    conditions = [
+        _some(c, ("type", "status", "reason", "message"))
+        for c in status_in.get("conditions") or ()
+        if isinstance(c, Mapping) and c.get("type") in _POD_CONDITIONS
+    ]
+    if conditions:
+        status["conditions"] = conditions
+    deleting = parse_timestamp(meta.get("deletionTimestamp"))
+    if deleting is not None and now is not None:
+        left = max(0, math.ceil(deleting - now))
+        meta.setdefault("annotations", {})[REMOVE_AFTER_ANNOTATION] = f"{left}s"
+    out: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+    if status:
+        out["status"] = status
+    return out
+
+
+def _node(obj: Mapping[str, Any]) -> dict[str, Any]:
+    spec = _some(obj.get("spec") or {}, ("unschedulable", "taints"))
+    # images: ImageLocality scores by the sizes of the images a node holds already
+    status = _some(obj.get("status") or {}, ("allocatable", "capacity", "images"))
+    out: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": _metadata(obj.get("metadata") or {}, namespaced=False),
+    }
+    if spec:
+        out["spec"] = spec
+    out["status"] = status
+    return out
+
+
+def strip_object(
+    kind: str, api_version: str, obj: Mapping[str, Any], now: float | None = None
+) -> dict[str, Any]:
+    """The object with only what the scheduler (and the simulator's loader) reads: for `now` (epoch
+    seconds) given, a pod being deleted gets the timeline annotation that removes it when its grace
+    period ends."""
+    if kind == "Pod":
+        return _pod(obj, now)
+    if kind == "Node":
+        return _node(obj)
+    namespaced = kind not in ("Namespace", "PriorityClass", "ClusterNetworkTopology")
+    out: dict[str, Any] = {
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": _metadata(obj.get("metadata") or {}, namespaced),
+    }
+    if kind == "PriorityClass":
+        out.update(_some(obj, ("value", "globalDefault", "preemptionPolicy")))
+        out.setdefault("value", 0)
+    elif kind == "ClusterNetworkTopology":
+        # its status is what the topology operator computes from the nodes: simulate does the same
+        if "spec" in obj:
+            out["spec"] = obj["spec"]
+    elif kind != "Namespace":
+        # PodGroups (a gang's status carries its schedule start), PodDisruptionBudgets
+        # (disruptionsAllowed), ElasticQuotas (used): spec and status are what is read
+        for key in ("spec", "status"):
+            if obj.get(key) is not None:
+                out[key] = obj[key]
+    return out
+
+
+# ------------------------------------------------------------------------------------ the configuration
+@dataclass(frozen=True, slots=True)
+class ConfigMapRef:
+    namespace: str
+    name: str
+    key: str = "config.yaml"
+    # the chart's pods start koordpy with --allow-unsupported-plugins
+    allow_unsupported_plugins: bool = False
+
+    def __str__(self) -> str:
+        return f"ConfigMap {self.namespace}/{self.name} (key {self.key})"
+
+
+@dataclass(slots=True)
+class ConfigurationFound:
+    """The scheduler configuration koordpy runs with in the cluster. `document` is None when none was
+    found: `koordpy run`'s defaults then apply."""
+
+    document: Any
+    text: str | None
+    source: str
+    allow_unsupported_plugins: bool = False
+
+
+def _config_arg(args: Sequence[Any]) -> str | None:
+    for i, arg in enumerate(args):
+        if not isinstance(arg, str):
+            continue
+        if arg.startswith("--config="):
+            return arg.removeprefix("--config=")
+        if arg == "--config" and i + 1 < len(args) and isinstance(args[i + 1], str):
+            return str(args[i + 1])
+    return None
+
+
+def chart_configmap(pod: Mapping[str, Any]) -> ConfigMapRef | None:
+    """The ConfigMap and key a pod of the chart's Deployment reads its configuration from: the
+    container's --config path, under the mount of a configMap volume (None for any other pod)."""
+    meta = pod.get("metadata") or {}
+    if not str((meta.get("labels") or {}).get(CHART_LABEL, "")).startswith(f"{CHART_NAME}-"):
+        return None
+    spec = pod.get("spec") or {}
+    volumes = {
+        v.get("name"): v["configMap"]
+        for v in spec.get("volumes") or ()
+        if isinstance(v, Mapping) and isinstance(v.get("configMap"), Mapping)
+    }
+    for container in spec.get("containers") or ():
+        args = [*(container.get("command") or ()), *(container.get("args") or ())]
+        path = _config_arg(args)
+        if not path:
+            continue
+        for mount in container.get("volumeMounts") or ():
+            source = volumes.get(mount.get("name"))
+            root = str(mount.get("mountPath") or "").rstrip("/") + "/"
+            if source is None or not path.startswith(root) or not source.get("name"):
+                continue
+            file = path.removeprefix(root)
+            key = next((str(i["key"]) for i in source.get("items") or () if i.get("path") == file), file)
+            return ConfigMapRef(
+                str(meta.get("namespace") or "default"),
+                str(source["name"]),
+                key,
+                "--allow-unsupported-plugins" in args,
+            )
+    return None
+
+
+def parse_configmap_ref(text: str) -> ConfigMapRef:
+    """NS/NAME, or NS/NAME:KEY, as --configmap takes it."""
+    ref, _, key = text.partition(":")
+    namespace, slash, name = ref.partition("/")
+    if not slash or not namespace or not name or "/" in name:
+        raise SnapshotError(f"--configmap must be NAMESPACE/NAME (or NAMESPACE/NAME:KEY), got {text!r}")
+    return ConfigMapRef(namespace, name, key or "config.yaml")
+
+
+async def _get(api: KubeApi, path: str, what: str) -> dict[str, Any]:
+    try:
+        return await api.request("GET", path)
+    except ApiError as err:
+        raise _refused(err, f"get {what}") from err
+    except TRANSPORT_ERRORS as err:
+        raise SnapshotError(f"cannot reach the apiserver at {api.base}: {err}") from err
+
+
+async def read_configmap(api: KubeApi, ref: ConfigMapRef) -> ConfigurationFound:
+    path = f"/api/v1/namespaces/{ref.namespace}/configmaps/{ref.name}"
+    configmap = await _get(api, path, f"configmaps {ref.namespace}/{ref.name}")
+    text = (configmap.get("data") or {}).get(ref.key)
+    if not isinstance(text, str):
+        raise SnapshotError(f"{ref} has no key {ref.key!r}")
+    try:
+        _check_bounded(text, str(ref))
+        document = yaml.load(text, Loader=_Loader)
+    except yaml.YAMLError as err:
+        raise SnapshotError(f"{ref}: not valid YAML: {err}") from err
+    return ConfigurationFound(document, text, str(ref), ref.allow_unsupported_plugins)
+
+
+# a configuration nests a dozen levels; the bound keeps the YAML constructor's recursion short
+_MAX_CONFIG_DEPTH = 100
+
+
+def _check_bounded(text: str, what: str) -> None:
+    """A ConfigMap is the cluster's, not the user's file: before it is composed, no alias (a few
+    anchors can stand for billions of nodes) and a bounded nesting, as every YAML input is held."""
+    depth = 0
+    for event in yaml.parse(text, Loader=_Loader):
+        if isinstance(event, yaml.AliasEvent):
+            raise SnapshotError(f"{what}: YAML aliases are not read in a configuration from the cluster")
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > _MAX_CONFIG_DEPTH:
+                raise SnapshotError(f"{what}: nested deeper than {_MAX_CONFIG_DEPTH} levels")
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+
+
+async def find_chart_configmap(api: KubeApi) -> ConfigMapRef | None:
+    """The ConfigMap of the chart's running scheduler, found from its pods (in whatever namespace
+    it was installed): their --config argument names the file, their volume the ConfigMap."""
+    query = [("labelSelector", "app.kubernetes.io/component=scheduler,app.kubernetes.io/managed-by")]
+    async for page in _pages(api, PODS, query):
+        for pod in page:
+            ref = chart_configmap(pod)
+            if ref is not None:
+                return ref
+    return None
+
+
+async def read_configuration_in_use(api: KubeApi, configmap: str | None) -> ConfigurationFound:
+    """The configuration of `--configmap`, else that of the chart's scheduler when one runs; else
+    none (document None)."""
+    ref = parse_configmap_ref(configmap) if configmap else await find_chart_configmap(api)
+    if ref is None:
+        return ConfigurationFound(None, None, "")
+    return await read_configmap(api, ref)
+
+
+# ---------------------------------------------------------------------------------------------- listing
+def _refused(err: ApiError, what: str) -> SnapshotError:
+    if err.status == 403:
+        return SnapshotError(
+            f"forbidden to {what}: {err.message or err.reason} (reading a cluster needs what "
+            "docs/dry-run.md lists, which the chart's ClusterRole <release>-dry-run grants)"
+        )
+    if err.status == 401:
+        return SnapshotError(f"not authenticated to {what}: {err.message or err.reason}")
+    return SnapshotError(f"cannot {what}: {err}")
+
+
+async def _pages(
+    api: KubeApi, kind: Resource, query: Sequence[tuple[str, str]] = ()
+) -> AsyncIterator[list[dict[str, Any]]]:
+    token = ""
+    while True:
+        params = [*query, ("limit", str(PAGE_SIZE))]
+        if token:
+            params.append(("continue", token))
+        try:
+            listing = await api.request("GET", kind.path, query=params, timeout=120.0)
+        except ApiError as err:
+            if err.status == 404 and kind.optional and not token:
+                return  # the CRD is not installed: nothing of this kind exists
+            if err.status == 410 and token:
+                raise SnapshotError(
+                    f"the listing of {kind.label} expired before it was read to the end (410 Gone): "
+                    "run the snapshot again"
+                ) from err
+            raise _refused(err, f"list {kind.label}") from err
+        except TRANSPORT_ERRORS as err:
+            raise SnapshotError(f"cannot reach the apiserver at {api.base}: {err}") from err
+        yield [item for item in listing.get("items") or () if isinstance(item, dict)]
+        token = str((listing.get("metadata") or {}).get("continue") or "")
+        if not token:
+            return
+
+
+@dataclass(slots=True)
+class SnapshotSummary:
+    counts: dict[str, int] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        return ", ".join(f"{n} {kind}" for kind, n in self.counts.items() if n)
+
+
+@dataclass(slots=True)
+class _Priorities:
+    """PriorityClasses as listed, to keep every pod loadable: the loader admits pods as the
+    apiserver would today, so a pod whose class was deleted, or changed by a delete and re-create,
+    since the pod was created would be refused."""
+
+    classes: dict[str, tuple[int, str]] = field(default_factory=dict)
+    global_default: str = ""
+    missing: dict[str, dict[str, Any]] = field(default_factory=dict)
+    adjusted: int = 0
+
+    def note(self, obj: Mapping[str, Any]) -> None:
+        name = str((obj.get("metadata") or {}).get("name"))
+        self.classes[name] = (int(obj.get("value") or 0), str(obj.get("preemptionPolicy") or ""))
+        if obj.get("globalDefault"):
+            self.global_default = name
+
+    def admit(self, pod: dict[str, Any]) -> None:
+        spec = pod["spec"]
+        name = spec.get("priorityClassName") or self.global_default
+        priority = spec.get("priority")
+        if name and name not in self.classes:
+            # recreated with the value the pods carry: their priorities are kept
+            value = int(priority or 0)
+            policy = str(spec.get("preemptionPolicy") or "PreemptLowerPriority")
+            self.classes[name] = (value, policy)
+            self.missing[name] = {
+                "apiVersion": PRIORITY_CLASSES.api_version,
+                "kind": "PriorityClass",
+                "metadata": {"name": name, "annotations": {"snapshot.koordpy.io/recreated": "true"}},
+                "value": value,
+                "preemptionPolicy": policy,
+            }
+        value, policy = self.classes[name] if name else (0, "")
+        if priority is not None and priority != value:
+            spec["priority"] = value
+            if policy:
+                spec["preemptionPolicy"] = policy
+            self.adjusted += 1
+
+
+def _sort_key(pod: Mapping[str, Any]) -> tuple[float, str, str]:
+    meta = pod["metadata"]
+    ts = parse_timestamp(meta.get("creationTimestamp"))
+    return (ts if ts is not None else 0.0, str(meta.get("namespace")), str(meta.get("name")))
+
+
+async def take_snapshot(
+    api: KubeApi,
+    emit: Callable[[dict[str, Any]], object],
+    scheduler_names: Sequence[str],
+    now: float,
+) -> SnapshotSummary:
+    """Every object the scheduler reads, stripped, handed to `emit` in the order of KINDS, then the
+    pods on nodes as they are listed, then the pods waiting for one of `scheduler_names`, oldest
+    first."""
+    summary = SnapshotSummary()
+    priorities = _Priorities()
+    for kind in KINDS:
+        async for page in _pages(api, kind):
+            for obj in page:
+                if kind is PRIORITY_CLASSES:
+                    priorities.note(obj)
+                emit(strip_object(kind.kind, kind.api_version, obj, now))
+                summary.counts[kind.plural] = summary.counts.get(kind.plural, 0) + 1
+    bound = 0
+    query = [("fieldSelector", f"spec.nodeName!=,{_NOT_FINISHED}")]
+    async for page in _pages(api, PODS, query):
+        for obj in page:
+            pod = strip_object("Pod", "v1", obj, now)
+            priorities.admit(pod)
+            emit(pod)
+            bound += 1
+    waiting: list[dict[str, Any]] = []
+    for name in dict.fromkeys(scheduler_names):
+        selector = f"spec.nodeName=,spec.schedulerName={name},{_NOT_FINISHED}"
+        async for page in _pages(api, PODS, [("fieldSelector", selector)]):
+            waiting += (strip_object("Pod", "v1", obj, now) for obj in page)
+    waiting.sort(key=_sort_key)
+    for pod in waiting:
+        priorities.admit(pod)
+        emit(pod)
+    for pc in priorities.missing.values():
+        emit(pc)
+    summary.counts["pods on nodes"] = bound
+    summary.counts["pending pods"] = len(waiting)
+    if priorities.missing:
+        summary.warnings.append(
+            "pods name PriorityClasses the cluster no longer has; the snapshot recreates them with "
+            f"the pods' priorities: {', '.join(sorted(priorities.missing))}"
+        )
+    if priorities.adjusted:
+        summary.warnings.append(
+            f"{priorities.adjusted} pod(s) carry a priority their PriorityClass no longer has (deleted "
+            "and created again since); the snapshot gives them the class's current value"
+        )
+    return summary
+
+
+# ---------------------------------------------------------------------------------------------- writing
+
+
+def dump_document(obj: Any) -> str:
+    """One document of the scenario, `---` first."""
+    return str(yaml.dump(obj, Dumper=_Dumper, sort_keys=False, explicit_start=True, allow_unicode=True))
+
+
+def config_beside(path: str) -> str:
+    """Where the configuration goes beside a scenario file: cluster.yaml -> cluster.config.yaml."""
+    for suffix in (".yaml", ".yml"):
+        if path.endswith(suffix):
+            return path.removesuffix(suffix) + ".config" + suffix
+    return path + ".config.yaml"
