@@ -1,42 +1,66 @@
-"""Go duration strings (`100s`, `1h30m`, `1.5h`, `300ms`), as annotations and arguments use them."""
+"""Go duration strings (`100s`, `1h30m`, `1.5h`, `300ms`), as annotations and arguments use them,
+read as Go's time.ParseDuration reads them: exact to the nanosecond, the same refusals."""
 
 from __future__ import annotations
 
+import math
 import re
+from fractions import Fraction
 
 from koordpy.api.errors import SpecError
 
-_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-_PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
-# time.Duration is int64 nanoseconds: about 292 years
-MAX_SECONDS = (2**63 - 1) / 1e9
+_UNITS_NS = {
+    "ns": 1,
+    "us": 1_000,
+    "\u00b5s": 1_000,  # micro sign
+    "\u03bcs": 1_000,  # Greek mu
+    "ms": 1_000_000,
+    "s": 1_000_000_000,
+    "m": 60 * 1_000_000_000,
+    "h": 3600 * 1_000_000_000,
+}
+_TERM = re.compile(r"([0-9]*)(?:\.([0-9]*))?([^0-9.]*)")
+# time.Duration is an int64 of nanoseconds: about 292 years
+_MAX_NS = 2**63 - 1
+MAX_SECONDS = _MAX_NS / 1e9
 
 
 def parse_duration(text: str, path: str = "") -> float:
-    """Seconds; raises SpecError naming `path` for anything Go's time.ParseDuration would refuse."""
+    """Seconds (negative for `-5s`); raises SpecError naming `path` for anything Go's
+    time.ParseDuration would refuse."""
     if not isinstance(text, str):
         raise SpecError(path, f"duration {text!r} is not a string")
     s = text.strip()
-    sign = 1.0
-    if s[:1] in "+-" and s:
-        sign = -1.0 if s[0] == "-" else 1.0
+    negative = False
+    if s[:1] in ("-", "+"):
+        negative = s[0] == "-"
         s = s[1:]
     if s == "0":
         return 0.0
     if not s:
         raise SpecError(path, f"invalid duration {text!r}")
-    total = 0.0
+    total = Fraction(0)
     pos = 0
     while pos < len(s):
-        m = _PART.match(s, pos)
-        if m is None:
+        m = _TERM.match(s, pos)
+        assert m is not None  # every part of the pattern may be empty
+        whole, frac, unit = m.group(1), m.group(2), m.group(3)
+        if not whole and not frac:
+            raise SpecError(path, f"invalid duration {text!r}")
+        if not unit:
+            raise SpecError(path, f"missing unit in duration {text!r} (ns, us, ms, s, m, h)")
+        scale = _UNITS_NS.get(unit)
+        if scale is None:
+            raise SpecError(path, f"unknown unit {unit!r} in duration {text!r} (ns, us, ms, s, m, h)")
+        value = Fraction(int(whole or "0"))
+        if frac:
+            value += Fraction(int(frac), 10 ** len(frac))
+        total += value * scale
+        if total > _MAX_NS:
             raise SpecError(
-                path, f"invalid duration {text!r}: expected a number and a unit (ns, us, ms, s, m, h)"
+                path, f"invalid duration {text!r}: longer than a Go duration can be (about 292 years)"
             )
-        total += float(m.group(1)) * _UNITS[m.group(2)]
         pos = m.end()
-    if not total <= MAX_SECONDS:
-        raise SpecError(
-            path, f"invalid duration {text!r}: longer than a Go duration can be (about 292 years)"
-        )
-    return sign * total
+    # Go truncates the fraction of a nanosecond
+    seconds = math.floor(total) / 1e9
+    return -seconds if negative else seconds

@@ -31,6 +31,9 @@ from koordpy.api.resources import CPU, MAX_AMOUNT, MEMORY, PODS, is_extended_res
 from koordpy.cache.trial import Trial
 
 _INITIAL_CAPACITY = 64
+# node changes remembered for readers that follow them row by row (at least this many, and at
+# least as many as rows); a reader further behind reads every row again
+_NODE_LOG_KEPT = 4096
 # request vectors remembered by the identity of the pod's requests mapping (about one per pod)
 _MAPPINGS_REMEMBERED = 16384
 # dense request vectors (for readers) kept while their cells, summed, stay under this: with
@@ -241,6 +244,9 @@ class Snapshot:
         # node_generation changes when any node object changes; generation on any change at all
         self.node_generation = 0
         self.generation = 0
+        # the row of each node change since node_generation was _node_log_base, in order
+        self._node_log: list[int] = []
+        self._node_log_base = 0
         self._live_rows_cache: tuple[int, np.ndarray] = (-1, np.zeros(0, dtype=np.int64))
         self._pod_counters: dict[PodMatcher, np.ndarray] = {}
         self._counter_use: dict[PodMatcher, int] = {}
@@ -280,6 +286,26 @@ class Snapshot:
             rows = np.flatnonzero(self.live[: self.high_water]).astype(np.int64)
             self._live_rows_cache = (self.node_generation, rows)
         return rows
+
+    def _node_changed(self, row: int) -> None:
+        self.node_generation += 1
+        log = self._node_log
+        log.append(row)
+        if len(log) > 2 * max(_NODE_LOG_KEPT, self.high_water):
+            dropped = len(log) // 2
+            del log[:dropped]
+            self._node_log_base += dropped
+
+    def node_rows_changed_since(self, generation: int) -> list[int] | None:
+        """The rows whose node came, went or was replaced since node_generation was `generation`, in
+        order and possibly repeated; None when that is no longer known (too long ago, or the
+        snapshot was rebuilt): the reader then reads every row again."""
+        log = self._node_log
+        start = generation - self._node_log_base
+        end = self._node_log_base + len(log)
+        if start < 0 or generation > end or end != self.node_generation:
+            return None
+        return log[start:]
 
     def info(self, row: int) -> NodeInfo:
         info = self.infos[row]
@@ -580,7 +606,7 @@ class Snapshot:
         self.infos[row] = NodeInfo(row, node)
         self.live[row] = True
         self._write_node(row, node, None, alloc)
-        self.node_generation += 1
+        self._node_changed(row)
         self.generation += 1
         return row
 
@@ -644,7 +670,7 @@ class Snapshot:
         old = info.node
         info.node = node
         self._write_node(row, node, old, alloc)
-        self.node_generation += 1
+        self._node_changed(row)
         self.generation += 1
 
     def remove_node(self, name: str) -> list[Pod]:
@@ -673,7 +699,7 @@ class Snapshot:
         self._requested_store[row] = 0
         self.nonzero_requested[row] = 0
         self._free_rows.append(row)
-        self.node_generation += 1
+        self._node_changed(row)
         self.generation += 1
         return pods
 
@@ -1006,6 +1032,9 @@ class Snapshot:
                 self.add_pod(pod, row)
         node_generation, generation, term_match_generation = generations
         self.node_generation = node_generation + 1
+        # the rows were laid out anew: what changed before is no guide to them
+        self._node_log.clear()
+        self._node_log_base = self.node_generation
         self.generation = max(generation, self.generation) + 1
         self.term_match_generation = term_match_generation + 1
 

@@ -40,9 +40,12 @@ class NodeUnschedulable(Plugin, FilterPlugin, QueueingHints):
 
     def __init__(self, handle: Handle, args: PluginArgs | None = None) -> None:
         super().__init__(handle, args)
-        self._key: tuple[int, int] = (-1, -1)
+        # the snapshot and node generation `_cordoned` was read at
+        self._snapshot: Any = None
+        self._generation = -1
+        # per snapshot row (sized to its row capacity): the node there is cordoned
         self._cordoned = np.zeros(0, dtype=bool)
-        self._any = False
+        self._count = 0
 
     def events_to_register(self) -> Sequence[ClusterEvent]:
         # a node added, or uncordoned
@@ -65,22 +68,38 @@ class NodeUnschedulable(Plugin, FilterPlugin, QueueingHints):
         return QueueingHint.QUEUE if old is None or old.unschedulable else QueueingHint.QUEUE_SKIP
 
     def _cordoned_rows(self, snapshot: Any) -> np.ndarray:
-        key = (id(snapshot), snapshot.node_generation)
-        if key != self._key:
-            # only on a node change: one pass over the node objects
-            cordoned = np.zeros(snapshot.high_water, dtype=bool)
+        """Follows the snapshot's node changes row by row: only rows whose node was added, replaced
+        or removed are read again, so a status heartbeat costs one attribute read."""
+        if snapshot is self._snapshot and self._generation == snapshot.node_generation:
+            return self._cordoned
+        rows = snapshot.node_rows_changed_since(self._generation) if snapshot is self._snapshot else None
+        if rows is not None and self._cordoned.size >= snapshot.capacity:
+            cordoned = self._cordoned
+            infos = snapshot.infos
+            count = self._count
+            for row in dict.fromkeys(rows):
+                info = infos[row]
+                now = info is not None and info.node.unschedulable
+                if now != cordoned[row]:
+                    cordoned[row] = now
+                    count += 1 if now else -1
+            self._count = count
+        else:
+            # the first time, a row capacity grown, or too far behind: every node read again
+            cordoned = np.zeros(snapshot.capacity, dtype=bool)
             infos = snapshot.infos
             for row in snapshot.live_rows().tolist():
                 if infos[row].node.unschedulable:
                     cordoned[row] = True
             self._cordoned = cordoned
-            self._any = bool(cordoned.any())
-            self._key = key
+            self._count = int(np.count_nonzero(cordoned))
+        self._snapshot = snapshot
+        self._generation = snapshot.node_generation
         return self._cordoned
 
     def filter(self, state: CycleState, pod: Pod, rows: np.ndarray) -> FilterResult | None:
         cordoned = self._cordoned_rows(self.handle.snapshot)
-        if not self._any:
+        if not self._count:
             return None
         if any(t.tolerates(UNSCHEDULABLE_TAINT) for t in pod.tolerations):
             return None

@@ -17,6 +17,8 @@
   end of its attempt is judged against the events of its own flight by its rejectors' hints
   (determineSchedulingHintForInFlightPod): one that says QUEUE sends it to backoff, otherwise it
   waits in the pool. Events older than the oldest pod in flight are dropped.
+- An update of a pod in flight is one such event, and the pod is left to its attempt, as
+  kube-scheduler's Update does; if it comes back, it comes back as its latest update has it.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from koordpy.api.pod import Pod
-from koordpy.framework.interfaces import ClusterEvent, ClusterEventWithHint, QueueingHint
+from koordpy.framework.interfaces import POD_UPDATE, ClusterEvent, ClusterEventWithHint, QueueingHint
 from koordpy.framework.queued import QueuedPodInfo
 from koordpy.framework.status import Status
 
@@ -193,6 +195,8 @@ class SchedulingQueue:
         # `_flight_base`
         self._flight_events: deque[_FlightEvent] = deque()
         self._flight_base = 0
+        # the latest object of each pod updated in flight: the pod comes back as it (see _land)
+        self._updated_in_flight: dict[str, Pod] = {}
         # pods that entered each queue, by (queue, event): read when metrics are scraped. Gated
         # pods count as entering the unschedulable queue, where kube-scheduler keeps them.
         self.incoming: dict[tuple[str, str], int] = {}
@@ -265,10 +269,17 @@ class SchedulingQueue:
         heapq.heappush(self._backoff, (info.backoff_expiry, info.seq, info))
 
     def update(self, pod: Pod) -> None:
-        """The pod object changed while pending: it may have become schedulable."""
+        """The pod object changed while pending: it may have become schedulable. A pod in flight is
+        left to its attempt (kube-scheduler's Update with addEventsIfPodInFlight): the update is an
+        event of its flight, for its rejectors' hints to judge if the attempt fails."""
         info = self.infos.get(pod.key)
         if info is None:
             self.add(pod)
+            return
+        if pod.key in self.in_flight:
+            old = self._updated_in_flight.get(pod.key, info.pod)
+            self._flight_events.append(_FlightEvent(POD_UPDATE, old, pod, {}))
+            self._updated_in_flight[pod.key] = pod
             return
         info.pod = pod
         where = self.where.get(pod.key)
@@ -339,10 +350,16 @@ class SchedulingQueue:
 
     def _land(self, key: str) -> int | None:
         """The pod is no longer in flight: the number of its flight's first event (None when it
-        was not in flight). Events no pod in flight can still be judged against are dropped."""
+        was not in flight). Events no pod in flight can still be judged against are dropped, and
+        a pod updated in flight takes its latest object (kube-scheduler requeues the informer's)."""
         start = self.in_flight.pop(key, None)
         if start is None:
             return None
+        updated = self._updated_in_flight.pop(key, None)
+        if updated is not None:
+            info = self.infos.get(key)
+            if info is not None:
+                info.pod = updated
         in_flight = self.in_flight
         take_offs = self._take_offs
         while take_offs and in_flight.get(take_offs[0][0]) != take_offs[0][1]:
@@ -397,6 +414,10 @@ class SchedulingQueue:
         info.timestamp = now
         info.unschedulable_plugins = set(plugins)
         info.backoff_expiry = now + self.backoff_duration(info.attempts)
+        updated = self._updated_in_flight.get(key)
+        if updated is not None:
+            # judged as it is now, as kube-scheduler judges the informer's latest object
+            info.pod = updated
         group = self._group(info)
         start = self.in_flight.get(key)
         helped = start is not None and self._flight_helps(info, group, start)

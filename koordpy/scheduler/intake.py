@@ -78,6 +78,13 @@ class Scheduler(GroupCycle):
 
     def on_node_delete(self, name: str) -> None:
         old = self.cache.node(name)
+        # a pod waiting at Permit there would be bound to a node that is gone: rejected, it gives
+        # its reservation back and is tried again (a gang member takes its group back with it)
+        gone = [wp for wp in self.waiting.all() if wp.node_name == name]
+        for wp in gone:
+            wp.reject("", f"node {name} was deleted")
+        if gone:
+            self._resolve_waiting()
         self.cache.remove_node(name)
         self._broadcast(ClusterEvent("Node", "Delete"), old, None)
 

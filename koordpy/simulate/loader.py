@@ -31,7 +31,14 @@ from koordpy.simulate.documents import STDIN, STDIN_LABEL, ScenarioError, Source
 from koordpy.simulate.objects import Entry, entries_of
 from koordpy.simulate.priorities import Priorities, read_priorities
 from koordpy.simulate.timeline import ARRIVE_AFTER, REMOVE_AFTER, TIMELINE_ANNOTATIONS, Timing, read_timing
-from koordpy.simulate.workloads import MAX_PODS_PER_WORKLOAD, WORKLOAD_KINDS, pod_count, stamp_pods
+from koordpy.simulate.workloads import (
+    MAX_PODS_PER_WORKLOAD,
+    WORKLOAD_KINDS,
+    JobSpec,
+    job_spec,
+    pod_count,
+    stamp_pods,
+)
 
 __all__ = [
     "MAX_OBJECTS",
@@ -69,6 +76,8 @@ class Scenario:
     timing: dict[tuple[str, str, str], Timing] = field(default_factory=dict)
     # "namespace/name" of the pods a workload stamped: its controller creates them again when lost
     workload_pods: set[str] = field(default_factory=set)
+    # the Jobs, for the pods their controller creates as others complete (only with a timeline)
+    jobs: list[JobSpec] = field(default_factory=list)
 
     @property
     def has_timeline(self) -> bool:
@@ -145,17 +154,21 @@ def load_scenario(
                 raise entry.error(field, f"{count} pods: {_too_many(max_objects)}")
             objects += count
             template = _template_timing(entry)
+            stamped: list[str] = []
             for pod in stamp_pods(entry):
                 key = ("Pod", entry.namespace, pod["metadata"]["name"])
                 _register(owners, key, entry.source, entry, "metadata.name", stamped=True)
                 if template is not None:
                     scenario.timing[key] = template
                 scenario.workload_pods.add(f"{entry.namespace}/{key[2]}")
+                stamped.append(f"{entry.namespace}/{key[2]}")
                 try:
                     _default_pod(pod, priorities, scenario.arrival(*key))
                 except SpecError as err:
                     raise entry.spec_error(err, "spec.template") from err
                 scenario.pods.append(pod)
+            if kind == "Job":
+                scenario.jobs.append(job_spec(entry, stamped))
         elif kind == "Node":
             node = Node.from_dict(entry.obj)
             if node.spec_error is not None:

@@ -25,6 +25,7 @@ from koordpy.framework.clock import VirtualClock
 from koordpy.framework.effects import Bind, Effect, Evict, Nominate, PodUnschedulable, RecordEvent
 from koordpy.plugins.coscheduling.gang import membership
 from koordpy.scheduler import Scheduler
+from koordpy.simulate.jobs import JobState
 from koordpy.simulate.timeline import Timeline
 from koordpy.simulate.workloads import replacement_pod
 
@@ -89,6 +90,15 @@ class MemoryCluster:
     # pods created by a controller again, in creation order, whose names the input does not hold
     replacements: list[str] = field(default_factory=list)
     _names: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    # the Job of each pod a Job created, and the victims whose controller replaces them only once
+    # they are gone (a StatefulSet's, or a Job's with podReplacementPolicy Failed)
+    jobs: dict[str, JobState] = field(default_factory=dict)
+    _replace_when_gone: set[str] = field(default_factory=set)
+    # told the key of each pod whose count in its gang may have changed (created, bound,
+    # completed, deleted): only with a timeline
+    pod_changes: list[Callable[[str], None]] = field(default_factory=list)
+    # the status the PodGroup operator last wrote, by gang id, carried through a timeline's run
+    group_statuses: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     # ----------------------------------------------------------------------------- objects in
     def add_namespace(self, ns: Namespace) -> None:
@@ -128,6 +138,7 @@ class MemoryCluster:
             self.timeline.pod_created(pod, m.gang_id if m is not None else None, self.clock.now())
             if pod.node_name:
                 self._finish_later(pod)
+            self._changed(pod.key)
         return pod
 
     def _replace(self, key: str, raw: dict[str, Any]) -> Pod:
@@ -144,6 +155,11 @@ class MemoryCluster:
         self.scheduler.on_pod_delete(pod)
         if self.timeline is not None:
             self.timeline.pod_ended(key, self.clock.now())
+            self._changed(key)
+
+    def _changed(self, key: str) -> None:
+        for hook in self.pod_changes:
+            hook(key)
 
     # ----------------------------------------------------------------------------- decisions out
     def apply(self, effects: list[Effect]) -> None:
@@ -165,6 +181,11 @@ class MemoryCluster:
         key = b.pod.key
         if key in self.deleted or key not in self.pods:
             self.scheduler.binding_done(key, "pod not found")
+            return
+        if self.timeline is not None and b.node_name not in self.timeline.nodes:
+            # the API server takes a binding to any name; the pod garbage collector would delete
+            # the pod at once, so the world refuses it and the scheduler tries the pod again
+            self.scheduler.binding_done(key, f"node {b.node_name} not found")
             return
         old = self.pods[key]
         spec = old.get("spec")
@@ -195,6 +216,7 @@ class MemoryCluster:
         if self.timeline is not None:
             self.timeline.pod_bound(pod, self.clock.now())
             self._finish_later(pod)
+            self._changed(key)
 
     def _unschedulable(self, e: PodUnschedulable) -> None:
         key = e.pod.key
@@ -260,6 +282,7 @@ class MemoryCluster:
         heapq.heappush(self._deletions, (self.clock.now() + grace, self._seq, key))
         if self.timeline is not None:
             self.timeline.pod_evicted(self.clock.now())
+            self._victim_replaced(key)
 
     # ----------------------------------------------------------------------------- the timeline
     def _finish_later(self, pod: Pod) -> None:
@@ -291,6 +314,10 @@ class MemoryCluster:
         self.scheduler.on_pod_delete(pod)
         if self.timeline is not None:
             self.timeline.pod_ended(key, self.clock.now())
+            self._changed(key)
+        job = self.jobs.get(key)
+        if job is not None and job.ended(key, "succeeded"):
+            self._reconcile(job)
 
     def remove_pod(self, key: str, uid: str) -> None:
         """The pod's remove-after: deleted, as `kubectl delete pod` does. A finished pod stays
@@ -302,6 +329,9 @@ class MemoryCluster:
             return  # a preemption victim on its way out: it is reported as such
         self.removed[key] = Removal(DELETED, pod.node_name or None, None, None)
         self.delete_pod(key)
+        job = self.jobs.get(key)
+        if job is not None:
+            job.ended(key, "given_up")
 
     def remove_node(self, name: str) -> None:
         """The node's remove-after: its pods get what the pod garbage collector writes (phase
@@ -329,16 +359,56 @@ class MemoryCluster:
                 self.views[key] = pod.with_changes(phase=FAILED, raw=self.pods[key])
                 self.removed[key] = Removal(FAILED, name, DELETION_BY_POD_GC, NODE_GONE_MESSAGE)
             self.delete_pod(key)
-            template = self.stamped.get(key)
-            if template is not None and key in self.removed:
-                self._create_again(key, template)
+            if key in self.removed:
+                self._lost(key)
         self.scheduler.on_node_delete(name)
 
-    def _create_again(self, key: str, template: Mapping[str, Any]) -> None:
-        """The controller replaces a pod it lost: a StatefulSet under the same name, the others
-        under the next free name of the workload."""
+    def _lost(self, key: str) -> None:
+        """A pod of a workload failed or went: its controller makes up for it."""
+        job = self.jobs.get(key)
+        if job is not None:
+            if job.ended(key, "failed"):
+                self._reconcile(job)
+            return
+        template = self.stamped.get(key)
+        if template is not None:
+            self._create_again(key, template)
+
+    def _victim_replaced(self, key: str) -> None:
+        """A preemption victim is terminating: a ReplicaSet's (a Deployment's) or a Job's is
+        replaced at once, as their controllers count terminating pods as gone; a StatefulSet's
+        (or a Job's with podReplacementPolicy Failed) once it is gone."""
+        template = self.stamped.get(key)
+        if template is None:
+            return
+        job = self.jobs.get(key)
+        owner = str(template["metadata"]["ownerReferences"][0]["kind"])
+        if owner == "StatefulSet" or (job is not None and not job.replace_terminating):
+            self._replace_when_gone.add(key)
+            return
+        self._lost(key)
+
+    def _grace_over(self, key: str) -> None:
+        self.delete_pod(key)
+        if key in self._replace_when_gone:
+            self._replace_when_gone.discard(key)
+            self._lost(key)
+
+    def _reconcile(self, job: JobState) -> None:
+        """The Job controller's sync after one of its pods left: the pods its rule asks for now."""
+        template = self.stamped.get(job.template)
+        if template is None:
+            return
+        for index in job.to_create():
+            key = self._create_again(job.template, template, index)
+            self.jobs[key] = job
+            job.started(key, index)
+
+    def _create_again(self, key: str, template: Mapping[str, Any], index: int | None = None) -> str:
+        """The controller replaces a pod it lost (or a Job adds one like `key`): a StatefulSet
+        under the same name, the others under the next free name of the workload. The new key."""
         namespace = key.split("/", 1)[0]
-        raw = replacement_pod(template, lambda name: f"{namespace}/{name}" in self.views, self._names)
+        raw = replacement_pod(template, lambda name: f"{namespace}/{name}" in self.views, self._names, index)
         new_key = f"{raw['metadata']['namespace']}/{raw['metadata']['name']}"
         self.stamped[new_key] = template
         if key in self.run_for:
@@ -346,6 +416,7 @@ class MemoryCluster:
         if new_key != key:
             self.replacements.append(new_key)
         self.add_pod(raw)
+        return new_key
 
     # ----------------------------------------------------------------------------- the loop
     def run(self, max_virtual_seconds: float) -> None:
@@ -378,7 +449,7 @@ class MemoryCluster:
             self.clock.advance_to(t)
             while self._deletions and self._deletions[0][0] <= self.clock.now():
                 _, _, key = heapq.heappop(self._deletions)
-                self.delete_pod(key)
+                self._grace_over(key)
             due = self.timeline.next_at() if self.timeline is not None else None
             if self.timeline is not None and due is not None and due <= self.clock.now():
                 # the objects of one instant arrive together: a gang's gate sees all its members

@@ -17,7 +17,8 @@ from koordpy.framework.clock import VirtualClock
 from koordpy.plugins import registry
 from koordpy.plugins.coscheduling.gang import membership
 from koordpy.scheduler import Scheduler
-from koordpy.simulate.gangs import add_pod_groups
+from koordpy.simulate.gangs import PodGroupHistory, add_pod_groups
+from koordpy.simulate.jobs import JobState
 from koordpy.simulate.loader import Scenario
 from koordpy.simulate.memory import SUCCEEDED, Eviction, MemoryCluster
 from koordpy.simulate.quotas import add_quotas
@@ -46,6 +47,8 @@ def build_world(scenario: Scenario, config: SchedulerConfiguration) -> MemoryClu
     world = MemoryCluster(scheduler, clock)
     if scenario.has_timeline:
         world.timeline = Timeline()
+        PodGroupHistory(world).install()
+        _watch_jobs(world, scenario)
     arrive = _Arrivals(world, scenario)
     for ns in scenario.namespaces:
         arrive(("Namespace", "", ns.name), partial(world.add_namespace, ns))
@@ -74,6 +77,20 @@ def build_world(scenario: Scenario, config: SchedulerConfiguration) -> MemoryClu
             arrive(("Pod", meta["namespace"], meta["name"]), partial(world.add_pod, pod))
     arrive.removals()
     return world
+
+
+def _watch_jobs(world: MemoryCluster, scenario: Scenario) -> None:
+    """The Job controller's count of each Job's pods (see koordpy.simulate.jobs): the pods stamped
+    at the start are its first active pods."""
+    for spec in scenario.jobs:
+        if not spec.pods:
+            continue
+        job = JobState(
+            spec.pods[0], spec.parallelism, spec.completions, spec.indexed, spec.replace_terminating
+        )
+        for index, key in enumerate(spec.pods):
+            job.started(key, index if spec.indexed else None)
+            world.jobs[key] = job
 
 
 def _handing(scheduler: Scheduler, kind: str, obj: Mapping[str, Any]) -> Callable[[], object]:

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import heapq
 import math
-import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import Any
 
+from koordpy.api.duration import parse_duration as parse_go_duration
+from koordpy.api.errors import SpecError
 from koordpy.api.node import Node
 from koordpy.api.pod import Pod
 from koordpy.api.resources import CPU, MEMORY, is_extended_resource
@@ -50,58 +50,16 @@ class DurationError(ValueError):
     pass
 
 
-# Go's time.ParseDuration: a sign, then one or more decimal numbers each with a unit
-_UNITS_NS = {
-    "ns": 1,
-    "us": 1_000,
-    "\u00b5s": 1_000,  # micro sign
-    "\u03bcs": 1_000,  # Greek mu
-    "ms": 1_000_000,
-    "s": 1_000_000_000,
-    "m": 60 * 1_000_000_000,
-    "h": 3600 * 1_000_000_000,
-}
-_TERM = re.compile(r"([0-9]*)(?:\.([0-9]*))?([^0-9.]*)")
-# time.Duration is an int64 of nanoseconds: about 292 years
-_MAX_NS = 2**63 - 1
-
-
 def parse_duration(text: str) -> float:
     """Seconds of a Go duration (`90s`, `10m`, `1h30m`, `1.5h`, `300ms`, `0`); DurationError for
     anything Go's time.ParseDuration refuses, and for negative durations."""
-    s = text
-    negative = False
-    if s[:1] in ("-", "+"):
-        negative = s[0] == "-"
-        s = s[1:]
-    if s == "0":
-        return 0.0
-    if not s:
-        raise DurationError(f"invalid duration {text!r}")
-    total = Fraction(0)
-    pos = 0
-    while pos < len(s):
-        m = _TERM.match(s, pos)
-        assert m is not None  # every part of the pattern may be empty
-        whole, frac, unit = m.group(1), m.group(2), m.group(3)
-        if not whole and not frac:
-            raise DurationError(f"invalid duration {text!r}")
-        if not unit:
-            raise DurationError(f"missing unit in duration {text!r}")
-        scale = _UNITS_NS.get(unit)
-        if scale is None:
-            raise DurationError(f"unknown unit {unit!r} in duration {text!r}")
-        value = Fraction(int(whole or "0"))
-        if frac:
-            value += Fraction(int(frac), 10 ** len(frac))
-        total += value * scale
-        if total > _MAX_NS:
-            raise DurationError(f"invalid duration {text!r}: more than the 292 years a duration holds")
-        pos = m.end()
-    if negative and total:
+    try:
+        seconds = parse_go_duration(text)
+    except SpecError as err:
+        raise DurationError(err.message) from None
+    if seconds < 0:
         raise DurationError(f"must not be negative, got {text!r}")
-    # Go truncates the fraction of a nanosecond
-    return math.floor(total) / 1e9
+    return seconds
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from koordpy.simulate.objects import Entry, shown, type_name
@@ -58,6 +59,42 @@ def pod_count(entry: Entry) -> tuple[int, str]:
             f"{count} pods are more than the {MAX_PODS_PER_WORKLOAD} a workload may create in a simulation",
         )
     return count, field
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """What the Job controller reads to count a Job's pods over time (see koordpy.simulate.jobs);
+    `pods` are the keys of the pods it stamped at the start."""
+
+    namespace: str
+    name: str
+    parallelism: int
+    completions: int | None
+    indexed: bool
+    replace_terminating: bool
+    pods: tuple[str, ...]
+
+
+def job_spec(entry: Entry, pods: list[str]) -> JobSpec:
+    """The JobSpec of a Job whose stamped pods are `pods` (pod_count has checked the counts). A
+    suspended Job creates no pods and none later."""
+    spec = _spec(entry)
+    parallelism = _replicas(entry, spec, "parallelism")
+    completions = spec.get("completions")
+    if spec.get("suspend") is True:
+        parallelism = 0
+    # kube: podReplacementPolicy defaults to TerminatingOrFailed, and must be Failed with a
+    # podFailurePolicy
+    policy = spec.get("podReplacementPolicy") or ("Failed" if spec.get("podFailurePolicy") else "")
+    return JobSpec(
+        entry.namespace,
+        entry.name,
+        parallelism,
+        completions if isinstance(completions, int) else None,
+        spec.get("completionMode") == "Indexed",
+        policy != "Failed",
+        tuple(pods),
+    )
 
 
 def _spec(entry: Entry) -> Mapping[str, Any]:
@@ -132,12 +169,16 @@ def stamp_pods(entry: Entry) -> Iterator[dict[str, Any]]:
 
 
 def replacement_pod(
-    pod: Mapping[str, Any], taken: Callable[[str], bool], counters: dict[tuple[str, str, str], int]
+    pod: Mapping[str, Any],
+    taken: Callable[[str], bool],
+    counters: dict[tuple[str, str, str], int],
+    completion_index: int | None = None,
 ) -> dict[str, Any]:
-    """The pod a workload's controller creates in place of `pod` (one it stamped), which it lost:
-    a StatefulSet under the same name (its identity), the others under the next name
-    `<workload>-<index>` no pod holds; each with a new uid. `counters` carries, per workload, the
-    first index not yet tried, so that names are found in time linear in the replacements."""
+    """The pod a workload's controller creates in place of `pod` (one it stamped), which it lost,
+    or beside it (a Job's next pod): a StatefulSet under the same name (its identity), the others
+    under the next name `<workload>-<index>` no pod holds; each with a new uid, and a pod of an
+    Indexed Job with `completion_index`. `counters` carries, per workload, the first index not yet
+    tried, so that names are found in time linear in the replacements."""
     meta = pod["metadata"]
     owner = meta["ownerReferences"][0]
     namespace = meta["namespace"]
@@ -157,5 +198,11 @@ def replacement_pod(
     labels = dict(meta.get("labels") or {})
     if owner["kind"] == "StatefulSet":
         labels[STATEFULSET_POD_NAME_LABEL] = name
+    if completion_index is not None:
+        labels[JOB_COMPLETION_INDEX] = str(completion_index)
+        new_meta["annotations"] = {
+            **(meta.get("annotations") or {}),
+            JOB_COMPLETION_INDEX: str(completion_index),
+        }
     new_meta["labels"] = labels
     return {**pod, "metadata": new_meta, "status": {}}

@@ -201,3 +201,19 @@ def test_rows_past_the_last_node_hold_nothing(nodes: int, carriers: int) -> None
     table = snap.allocatable_table(every_row, [col])
     assert table[:carriers, 0].tolist() == [4] * carriers
     assert not table[nodes:, 0].any()
+
+
+def test_node_changes_are_followed_row_by_row_across_a_rebuild() -> None:
+    """Readers that follow node changes row by row (TaintToleration, NodeUnschedulable) learn
+    each changed row; a rebuild lays the rows out anew, after which the log starts afresh."""
+    cache = gpu_cluster(4, 0)
+    snap = cache.snapshot
+    before = snap.node_generation
+    cache.update_node(make_node("n2", cpu="16"))
+    assert snap.node_rows_changed_since(before) == [snap.row_of["n2"]]
+    cache.repair()
+    rebuilt = snap.node_generation
+    assert snap.node_rows_changed_since(before) is None  # from before the rebuild: unknown
+    assert snap.node_rows_changed_since(rebuilt) == []
+    cache.update_node(make_node("n1", cpu="16"))
+    assert snap.node_rows_changed_since(rebuilt) == [snap.row_of["n1"]]

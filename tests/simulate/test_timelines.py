@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from koordpy.cli import main
+from koordpy.simulate.jobs import JobState
 from koordpy.simulate.loader import ScenarioError, load_scenario
 from koordpy.simulate.timeline import DurationError, nearest_rank, parse_duration, waiting_stats
 from tests.builders import node_dict, pod_dict
@@ -524,3 +525,266 @@ def test_the_table_ends_with_the_waiting_times(tmp_path: Path, capsys: pytest.Ca
         "waiting time by priority class (p50/p90/max): (none) 0.0s/0.0s/0.0s over 1 pod, 1 never scheduled"
         in lines
     )
+
+
+# --- the Job controller over time ------------------------------------------------------------------
+
+
+def job(name: str, run_for: str | None = "10s", **spec: Any) -> dict[str, Any]:
+    template: dict[str, Any] = {
+        "metadata": {},
+        "spec": {**pod_dict("x", cpu="1")["spec"], "restartPolicy": "Never"},
+    }
+    if run_for is not None:
+        template = annotated(template, run_for=run_for)
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {**spec, "template": template},
+    }
+
+
+@pytest.mark.parametrize(
+    ("spec", "times"),
+    [
+        # min(parallelism, completions - succeeded) active: two at a time, then the last one
+        (
+            {"completions": 5, "parallelism": 2},
+            [(0.0, 10.0), (0.0, 10.0), (10.0, 20.0), (10.0, 20.0), (20.0, 30.0)],
+        ),
+        (
+            {"completions": 5, "parallelism": 2, "completionMode": "Indexed"},
+            [(0.0, 10.0), (0.0, 10.0), (10.0, 20.0), (10.0, 20.0), (20.0, 30.0)],
+        ),
+        # never more pods than completions left
+        ({"completions": 2, "parallelism": 5}, [(0.0, 10.0), (0.0, 10.0)]),
+        # a work queue: once a pod succeeded, no new pods
+        ({"parallelism": 2}, [(0.0, 10.0), (0.0, 10.0)]),
+        # the defaults: one pod, one completion
+        ({}, [(0.0, 10.0)]),
+        ({"completions": 3, "parallelism": 1, "suspend": True}, []),
+    ],
+    ids=[
+        "completions above parallelism",
+        "indexed",
+        "parallelism above completions",
+        "work queue",
+        "defaults",
+        "suspended",
+    ],
+)
+def test_a_job_starts_pods_as_earlier_ones_complete(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    spec: dict[str, Any],
+    times: list[tuple[float, float]],
+) -> None:
+    report = run(capsys, write(tmp_path / "in.yaml", NODE, job("work", **spec)))
+    assert [p["name"] for p in report["pods"]] == [f"work-{i}" for i in range(len(times))]
+    assert [(p["createdAt"], p["finishedAt"]) for p in report["pods"]] == times
+    assert all(p["phase"] == "Succeeded" and p["createdAt"] == p["scheduledAt"] for p in report["pods"])
+
+
+def test_a_job_without_run_for_creates_no_more_pods(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = run(
+        capsys,
+        write(
+            tmp_path / "in.yaml",
+            NODE,
+            job("work", run_for=None, completions=5, parallelism=2),
+            pod_dict("t", cpu="0", annotations={ARRIVE: "1s"}),
+        ),
+    )
+    assert [(p["name"], p["phase"]) for p in report["pods"]] == [
+        ("work-0", "Bound"),
+        ("work-1", "Bound"),
+        ("t", "Bound"),
+    ]
+
+
+def started(job: JobState, count: int) -> list[str]:
+    keys = [f"ns/j-{i}" for i in range(count)]
+    for i, key in enumerate(keys):
+        job.started(key, i if job.indexed else None)
+    return keys
+
+
+@pytest.mark.parametrize(
+    ("completions", "parallelism", "indexed", "outcomes", "create"),
+    [
+        # an Indexed Job recreates the lowest missing index first
+        (5, 3, True, [("ns/j-1", "failed")], [1]),
+        (5, 3, True, [("ns/j-2", "failed"), ("ns/j-0", "succeeded")], [2, 3]),
+        # indexes run out at completions
+        (4, 3, True, [("ns/j-0", "succeeded"), ("ns/j-1", "succeeded")], [3]),
+        (5, 3, False, [("ns/j-1", "failed")], [None]),
+        # the last completions need no more pods than are left to make
+        (4, 3, False, [("ns/j-0", "succeeded"), ("ns/j-1", "succeeded")], [None]),
+        (3, 3, False, [("ns/j-0", "succeeded"), ("ns/j-1", "succeeded")], []),
+        # a work queue replaces a failure before any success, none after
+        (None, 2, False, [("ns/j-0", "failed")], [None]),
+        (None, 2, False, [("ns/j-1", "succeeded"), ("ns/j-0", "failed")], []),
+        # a pod given up (its own remove-after) is not replaced, and its completion is not made:
+        # the next sync runs min(parallelism, completions - succeeded - given up)
+        (5, 3, False, [("ns/j-0", "given_up"), ("ns/j-1", "succeeded")], [None, None]),
+        (3, 3, False, [("ns/j-0", "given_up"), ("ns/j-1", "succeeded")], []),
+    ],
+)
+def test_the_job_controller_rule(
+    completions: int | None,
+    parallelism: int,
+    indexed: bool,
+    outcomes: list[tuple[str, str]],
+    create: list[int | None],
+) -> None:
+    state = JobState("ns/j-0", parallelism, completions, indexed)
+    started(state, min(parallelism, completions if completions is not None else parallelism))
+    for key, outcome in outcomes:
+        assert state.ended(key, outcome)
+    assert state.to_create() == create
+
+
+# --- what a removed node leaves behind --------------------------------------------------------------
+
+
+def test_a_pod_waiting_at_permit_on_a_removed_node_is_tried_again(capsys: pytest.CaptureFixture[str]) -> None:
+    report = run(capsys, SCENARIOS / "node_removed_under_permit_wait.yaml")
+    pods = by_name(report)
+    assert [(pods[n]["phase"], pods[n]["node"], pods[n]["scheduledAt"]) for n in ("pair-a", "pair-b")] == [
+        ("Bound", "node-2", 10.0),
+        ("Bound", "node-2", 10.0),
+    ]
+    # nothing was ever counted on node-1: its reservation went with the rejection
+    assert [(s["at"], s["allocated"]["cpu"], s["allocatable"]["cpu"]) for s in report["timeline"]] == [
+        (0.0, 0.0, 4.0),
+        (5.0, 0.0, 0.0),
+        (10.0, 8.0, 8.0),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("seconds", "phase", "node", "nominated"),
+    [
+        (9.0, "Pending", None, "node-1"),
+        (15.0, "Pending", None, None),
+        (None, "Bound", "node-3", None),
+    ],
+    ids=["nominated before the removal", "dropped once retried", "bound where the room is"],
+)
+def test_a_nomination_to_a_removed_node_is_dropped(
+    capsys: pytest.CaptureFixture[str],
+    seconds: float | None,
+    phase: str,
+    node: str | None,
+    nominated: str | None,
+) -> None:
+    report = run(capsys, SCENARIOS / "nominated_node_removed.yaml", max_seconds=seconds)
+    urgent = by_name(report)["urgent"]
+    assert (urgent["phase"], urgent["node"], urgent["nominatedNodeName"]) == (phase, node, nominated)
+
+
+# --- the PodGroup's phase as its operator wrote it through the run ---------------------------------
+
+
+def pair(api_group: str, lost_at: str) -> list[dict[str, Any]]:
+    """A gang of two 3-core members, one on each 4-core node at zero; node-1 goes at `lost_at`."""
+    version = "v1alpha1"
+    label = (
+        "pod-group.scheduling.sigs.k8s.io"
+        if api_group == "scheduling.sigs.k8s.io"
+        else "scheduling.x-k8s.io/pod-group"
+    )
+    group = {
+        "apiVersion": f"{api_group}/{version}",
+        "kind": "PodGroup",
+        "metadata": {"name": "pair"},
+        "spec": {"minMember": 2},
+    }
+    spec = {"schedulerName": "koord-scheduler"}
+    return [
+        annotated(node_dict("node-1"), remove=lost_at),
+        node_dict("node-2"),
+        group,
+        pod_dict("pair-a", cpu="3", labels={label: "pair"}, spec=spec),
+        pod_dict("pair-b", cpu="3", labels={label: "pair"}, spec=spec),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("api_group", "phase"),
+    [
+        # Koordinator's controller: a group once past Pending that is short of minMember scheduled
+        # is Scheduling again; Pending is only for a group without members
+        ("scheduling.sigs.k8s.io", "Scheduling"),
+        # scheduler-plugins' controller: fewer members than minMember is Pending
+        ("scheduling.x-k8s.io", "Pending"),
+    ],
+)
+def test_a_running_gang_that_lost_a_member_shows_the_phase_its_operator_writes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], api_group: str, phase: str
+) -> None:
+    report = run(capsys, write(tmp_path / "in.yaml", *pair(api_group, "20s")))
+    (group,) = report["podGroups"]
+    assert (group["phase"], group["scheduled"], group["running"]) == (phase, 1, 1)
+    # it had been Running from zero: the step out of Pending is when scheduling began
+    assert group["scheduleStartTime"] == "1970-01-01T00:00:00Z"
+
+
+# --- controllers replace their preempted pods ------------------------------------------------------
+
+
+def victims_of(kind: str) -> list[dict[str, Any]]:
+    """deployment_victims_come_back.yaml with its low-priority pods stamped by a `kind` (`Job/Failed`:
+    a Job with podReplacementPolicy Failed)."""
+    kind, _, policy = kind.partition("/")
+    docs = list(yaml.safe_load_all((SCENARIOS / "deployment_victims_come_back.yaml").read_text()))
+    workload = next(d for d in docs if d["kind"] == "Deployment")
+    workload["kind"] = kind
+    if kind == "Job":
+        workload["apiVersion"] = "batch/v1"
+        workload["spec"] = {
+            "parallelism": workload["spec"]["replicas"],
+            "template": workload["spec"]["template"],
+        }
+        workload["spec"]["template"]["spec"]["restartPolicy"] = "Never"
+        if policy:
+            workload["spec"]["podReplacementPolicy"] = policy
+    return docs
+
+
+@pytest.mark.parametrize(
+    ("kind", "created"),
+    [
+        # a ReplicaSet (and a Job) counts a terminating pod as gone: the new pods come at once
+        ("Deployment", {"lp-2": 60.0, "lp-3": 60.0}),
+        ("Job", {"lp-2": 60.0, "lp-3": 60.0}),
+        # podReplacementPolicy Failed: only once the victims are gone
+        ("Job/Failed", {"lp-2": 90.0, "lp-3": 90.0}),
+        # a StatefulSet's pod comes back under its own name once the old one is gone
+        ("StatefulSet", {"lp-0": 90.0, "lp-1": 90.0}),
+    ],
+)
+def test_preempted_pods_of_a_workload_are_created_again_and_wait(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str, created: dict[str, float]
+) -> None:
+    report = run(capsys, write(tmp_path / "in.yaml", *victims_of(kind)))
+    pods = by_name(report)
+    assert {p["victim"] for p in report["preemptions"]} == {"default/lp-0", "default/lp-1"}
+    for name in ("hp-worker-1", "hp-worker-2"):
+        assert (pods[name]["phase"], pods[name]["scheduledAt"]) == ("Bound", 90.0)
+    for name, at in created.items():
+        # the room their victims left is the gang's; 1 core is left on each node
+        assert (pods[name]["phase"], pods[name]["reason"], pods[name]["createdAt"]) == (
+            "Pending",
+            "Unschedulable",
+            at,
+        )
+    if not kind.startswith("StatefulSet"):
+        assert [(pods[n]["phase"], pods[n]["finishedAt"]) for n in ("lp-0", "lp-1")] == [
+            ("Preempted", 90.0)
+        ] * 2
+    final = report["timeline"][-1]
+    assert (final["at"], final["allocated"]["cpu"], final["pendingPods"]) == (90.0, 6.0, 2)

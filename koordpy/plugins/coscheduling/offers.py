@@ -147,6 +147,24 @@ def offer_slots(
     return Offers(slots, diagnosis)
 
 
+def _nominated_against(
+    profile: Any, pods: Sequence[Pod], rows: np.ndarray, ignore_nominated: Callable[[Pod], bool] | None
+) -> dict[int, list[Pod]]:
+    """The pods nominated on `rows` that hold room against some of `pods` (priority at least the
+    lowest of theirs), by row. The group's own nominations are its own room: `ignore_nominated`
+    names them, and the first pod's never counts (kube-scheduler never holds a pod's nomination
+    against itself)."""
+    nominator = profile.handle.nominator
+    if not nominator or rows.size == 0:
+        return {}
+    snap = profile.handle.snapshot
+    within = np.zeros(snap.capacity, dtype=bool)
+    within[rows] = True
+    floor = min(p.priority for p in pods)
+    held: dict[int, list[Pod]] = nominator.holding(pods[0], snap, within, ignore_nominated, floor=floor)
+    return held
+
+
 def _count_by_arithmetic(
     profile: Any,
     pods: Sequence[Pod],
@@ -174,21 +192,19 @@ def _count_by_arithmetic(
     asked = [[at[c] for c in ids.tolist()] for ids, _ in cells]
     total = np.cumsum(demand, axis=0)
     free = [snap.allocatable_column(c, rows) - snap.requested_column(c, rows) for c in needed]
-    nominator = profile.handle.nominator
-    if nominator:
-        pos = {int(r): i for i, r in enumerate(rows.tolist())}
-        floor = min(p.priority for p in pods)
-        for node_name in nominator.nodes():
-            i = pos.get(snap.row_of.get(node_name, -1), -1)
-            if i < 0:
-                continue
-            for other in nominator.pods_on(node_name):
-                if other.priority >= floor and not (ignore_nominated and ignore_nominated(other)):
-                    ids, amounts = snap.request_cells(other.requests)
-                    for c, amount in zip(ids.tolist(), amounts.tolist(), strict=True):
-                        j = at.get(c)
-                        if j is not None:
-                            free[j][i] -= amount
+    held = _nominated_against(profile, pods, rows, ignore_nominated)
+    if held:
+        # the position of each row in `rows`
+        position = np.full(snap.capacity, -1, dtype=np.int64)
+        position[rows] = np.arange(rows.size, dtype=np.int64)
+        for row, others in held.items():
+            i = int(position[row])
+            for other in others:
+                ids, amounts = snap.request_cells(other.requests)
+                for c, amount in zip(ids.tolist(), amounts.tolist(), strict=True):
+                    j = at.get(c)
+                    if j is not None:
+                        free[j][i] -= amount
     static: dict[int, np.ndarray | None] = {}
     alive: np.ndarray | None = None
     count = np.zeros(rows.size, dtype=np.int64)
@@ -226,19 +242,13 @@ def _count_one_by_one(
     node, the real filters with the earlier pods assumed there."""
     snap = profile.handle.snapshot
     distinct = list({id(k): k for k in kinds}.values())
-    nominator = profile.handle.nominator
-    nominated = {n: nominator.pods_on(n) for n in nominator.nodes()} if nominator else {}
+    nominated = _nominated_against(profile, pods, first, ignore_nominated)
     for row in first.tolist():
-        node_name = snap.node_name(row)
         trial_states = {id(k): k.state.clone() for k in distinct}
         placed = 0
         with snap.trial() as trial:
             for pod, kind in zip(pods, kinds, strict=True):
-                held = [
-                    o
-                    for o in nominated.get(node_name, ())
-                    if o.priority >= pod.priority and not (ignore_nominated and ignore_nominated(o))
-                ]
+                held = [o for o in nominated.get(row, ()) if o.priority >= pod.priority and o.key != pod.key]
                 trial_state = trial_states[id(kind)]
                 st = (
                     profile.filter_one_with_pods(trial_state, pod, row, held)

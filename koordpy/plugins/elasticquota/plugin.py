@@ -112,6 +112,10 @@ NAMESPACE_BOOK: SharedKey[NamespaceBook] = SharedKey("elasticquota.x-k8s")
 
 ELASTIC_QUOTA_KIND = "ElasticQuota"
 
+# below every pod priority (an int32): CapacityScheduling counts other namespaces' nominated pods
+# whatever their priority
+_ANY_PRIORITY = -(1 << 31)
+
 _REVOKE = (
     "koordpy takes borrowed quota back by preemption, when a pod within its quota's min needs it, "
     "not by a loop that evicts from every quota above its runtime"
@@ -569,13 +573,31 @@ class CapacityScheduling(_QuotaPlugin, QueueingHints):
         return QueueingHint.QUEUE_SKIP if same else QueueingHint.QUEUE
 
     def _with_nominated(self, pod: Pod, ask: Ask) -> Ask:
+        """CapacityScheduling's PreFilter reads the pods nominated to the snapshot's nodes: of the
+        pod's namespace at its priority or higher, and of any priority in the other namespaces
+        whose quota is within its min. Only those are looked at (the nominator selects them by
+        namespace and priority); the pod's gang group's own members never count."""
         nominator = self.handle.nominator
         if not nominator or not ask.parts:
             return ask
-        nominated = [p for node in nominator.nodes() for p in nominator.pods_on(node)]
-        ask.nominated_in_quota, ask.nominated_elsewhere = nominated_requests(
-            self.nbook, pod, nominated, frozenset(ask.pods)
-        )
+        book = self.nbook
+        rows = book.quotas.rows
+        members = frozenset(ask.pods)
+        ignore = (lambda other: other.key in members) if len(members) > 1 else None
+        snap = self.handle.snapshot
+        held: list[dict[int, list[Pod]]] = []
+        if pod.namespace in rows:
+            held.append(nominator.holding(pod, snap, ignore=ignore, namespaces=(pod.namespace,)))
+        others = [ns for ns in nominator.namespaces() if ns != pod.namespace and ns in rows]
+        if others:
+            over = book.over_min()
+            within_min = [ns for ns in others if not over[rows[ns]]]
+            if within_min:
+                held.append(
+                    nominator.holding(pod, snap, ignore=ignore, floor=_ANY_PRIORITY, namespaces=within_min)
+                )
+        nominated = [other for by_row in held for pods in by_row.values() for other in pods]
+        ask.nominated_in_quota, ask.nominated_elsewhere = nominated_requests(book, pod, nominated, members)
         return ask
 
     def _verdict(self, ask: Ask, taken: Taken | None) -> str | None:
