@@ -107,6 +107,16 @@ def network_topology(*layers: tuple[str, str]) -> dict[str, Any]:
     }
 
 
+def x_k8s_podgroup(name: str, min_member: int, namespace: str = "default") -> dict[str, Any]:
+    """A scheduling.x-k8s.io PodGroup with nothing but its minMember."""
+    return {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"minMember": min_member},
+    }
+
+
 def make_node(name: str, **kw: Any) -> Node:
     return Node.from_dict(node_dict(name, **kw))
 

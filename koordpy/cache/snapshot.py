@@ -53,6 +53,16 @@ _SUM_LIMIT = 1 << 62
 # and only vectors at or above it take the saturating path.
 _PLAIN_ARITHMETIC_BELOW = 1 << 40
 
+# Koordinator's opt-outs from preemption: a pod carrying one is never a victim
+LABEL_DISABLE_PREEMPTIBLE = "scheduling.koordinator.sh/disable-preemptible"
+LABEL_QUOTA_PREEMPTIBLE = "quota.scheduling.koordinator.sh/preemptible"
+
+
+def preemptible(pod: Pod) -> bool:
+    labels = pod.labels
+    return labels.get(LABEL_DISABLE_PREEMPTIBLE) != "true" and labels.get(LABEL_QUOTA_PREEMPTIBLE) != "false"
+
+
 # a test on one label value; None stands for "the node has no such label"
 Predicate = Callable[[str | None], bool]
 
@@ -263,6 +273,10 @@ class Snapshot:
         # which existing pods' terms match a given pod (keys caches of those matches)
         self.term_match_generation = 0
         self.host_ports: dict[tuple[str, int], dict[int, list[str]]] = {}
+        # preemptible pods per row, by priority: preemption tells the nodes with nothing it may
+        # evict without walking their pods. Lists: every pod add and remove, trials' too, updates
+        # one, and a list item is the cheapest to update; a reader builds an array once
+        self.preemptible_counts: dict[int, list[int]] = {}
         self.images: dict[str, dict[int, int]] = {}
         self._vec_cache: dict[tuple[tuple[str, int], ...], np.ndarray] = {}
         self._vec_cache_width = len(self.resource_names)
@@ -338,6 +352,9 @@ class Snapshot:
         label_codes = {key: _grown_codes(col.codes, new) for key, col in self.labels.items()}
         counters = {matcher: _grown(counts, new) for matcher, counts in self._pod_counters.items()}
         terms = {term_key: _grown(counts, new) for term_key, counts in self.term_counts.items()}
+        by_priority = {
+            prio: counts + [0] * (new - len(counts)) for prio, counts in self.preemptible_counts.items()
+        }
         self.infos.extend([None] * (new - self.capacity))
         self.capacity = new
         self._install(stores[0], stores[1])
@@ -347,6 +364,7 @@ class Snapshot:
             col.codes = label_codes[key]
         self._pod_counters.update(counters)
         self.term_counts.update(terms)
+        self.preemptible_counts.update(by_priority)
 
     def resource_index(self, name: str) -> int:
         """The number of a resource, adding it (zero everywhere) the first time it is seen."""
@@ -825,6 +843,12 @@ class Snapshot:
                     if delta < 0 and not carried.any():
                         del self.term_counts[term_key]
                         self.term_match_generation += 1
+        labels = pod.labels
+        if not labels or preemptible(pod):
+            by_priority = self.preemptible_counts.get(pod.priority)
+            if by_priority is None:
+                by_priority = self.preemptible_counts[pod.priority] = [0] * self.capacity
+            by_priority[row] += delta
         for port in pod.host_ports:
             by_row = self.host_ports.setdefault((port.protocol, port.port), {})
             ips = by_row.setdefault(row, [])

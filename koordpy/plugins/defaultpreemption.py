@@ -22,10 +22,13 @@ the nodes, as kube's offset makes them) and orders the candidates by node row (t
 PDB first), so a run is reproducible and a search over every node does not depend on where it
 started.
 
-Speed: nodes where the preemptor's request is above allocatable are never dry-run (only looked at
-to say why, when no node is a candidate), and where resources are all that moves with the victims
-the dry run is arithmetic over the node arrays (`preemption_arrays`); the other nodes take the
-trial, filter by filter.
+Speed: nodes where the preemptor's request is above allocatable are never dry-run. When no node is
+a candidate they are looked at to say why, and that is read off the node arrays for most of them:
+a node with no pod the preemptor may evict says so, and on the others NodeResourcesFit fails with
+every victim gone, so the first filter failing is known without choosing victims
+(`preemption_arrays.hopeless_verdicts`). Where resources are all that moves with the victims the
+dry run is arithmetic over the node arrays (`preemption_arrays`); the other nodes take the trial,
+filter by filter.
 
 Koordinator's opt-outs: a pod labelled `scheduling.koordinator.sh/disable-preemptible: "true"` or
 `quota.scheduling.koordinator.sh/preemptible: "false"` is never a victim.
@@ -47,6 +50,9 @@ from pydantic import Field, ValidationInfo, field_validator
 
 from koordpy.api.pod import PREEMPT_NEVER, Pod
 from koordpy.api.time import parse_timestamp
+from koordpy.cache.snapshot import LABEL_DISABLE_PREEMPTIBLE as LABEL_DISABLE_PREEMPTIBLE
+from koordpy.cache.snapshot import LABEL_QUOTA_PREEMPTIBLE as LABEL_QUOTA_PREEMPTIBLE
+from koordpy.cache.snapshot import preemptible as preemptible
 from koordpy.config.args import PluginArgs
 from koordpy.framework.cycle_state import CycleState
 from koordpy.framework.diagnosis import NO_NODE_AVAILABLE, Diagnosis
@@ -67,9 +73,6 @@ MSG_TERMINATING_VICTIMS = "not eligible due to a terminating pod on the nominate
 MSG_NO_VICTIMS = "No preemption victims found for incoming pod"
 MSG_NOT_HELPFUL = "Preemption is not helpful for scheduling"
 MSG_PREFIX = "preemption: "
-
-LABEL_DISABLE_PREEMPTIBLE = "scheduling.koordinator.sh/disable-preemptible"
-LABEL_QUOTA_PREEMPTIBLE = "quota.scheduling.koordinator.sh/preemptible"
 
 DISRUPTION_TARGET = "DisruptionTarget"
 REASON_PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
@@ -112,11 +115,6 @@ class _Candidate:
     # most important first
     victims: list[Pod]
     pdb_violations: int
-
-
-def preemptible(pod: Pod) -> bool:
-    labels = pod.labels
-    return labels.get(LABEL_DISABLE_PREEMPTIBLE) != "true" and labels.get(LABEL_QUOTA_PREEMPTIBLE) != "false"
 
 
 # start times by pod view: every dry run sorts the same victims, and a pod view never changes
@@ -304,6 +302,13 @@ class DefaultPreemption(Plugin, PostFilterPlugin):
             if done:
                 break
         if not clean and not violating and hopeless.size:
+            # most of these nodes' verdicts are read off the arrays; the rest are dry-run
+            if not self.handle.victim_rules_apply(pod):
+                told, hopeless = arrays.hopeless_verdicts(
+                    self.handle, plan, state, pod, hopeless, _NO_VICTIMS
+                )
+                for status, count in told:
+                    verdicts.add(status, count)
             for row, (_, _, status) in self._outcomes(state, pod, hopeless, plan, budgets):
                 self._reject(verdicts, snap.node_name(row), status)
         if rows.size:

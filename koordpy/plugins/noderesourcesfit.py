@@ -484,6 +484,11 @@ class NodeResourcesFit(Plugin, PreFilterPlugin, FilterPlugin, PreScorePlugin, Sc
             if not old.node_name and not old.nominated_node_name:
                 return QueueingHint.QUEUE_SKIP  # it never held room, nor had room held for it
             return QueueingHint.QUEUE
+        if old is not None and new.key == pod.key:
+            # the pod's own update (kube's UpdatePodScaleDown of the target pod itself): a request
+            # it lowered or dropped may let it fit
+            shrunk = any(new.requests.get(name, 0) < value for name, value in old.requests.items())
+            return QueueingHint.QUEUE if shrunk else QueueingHint.QUEUE_SKIP
         if old is None or not old.node_name or not new.node_name:
             return QueueingHint.QUEUE_SKIP  # bound just now (or not placed): takes room, frees none
         if new.is_terminal and not old.is_terminal:

@@ -355,3 +355,76 @@ def _first_failures(
             out[int(alive[j])] = RowOutcome([], 0, result.status_at(j).with_plugin(p.NAME))
         alive = alive[result.passed]
     return alive
+
+
+def hopeless_verdicts(
+    handle: Handle,
+    plan: ArrayPlan | None,
+    state: CycleState,
+    pod: Pod,
+    rows: np.ndarray,
+    no_victims: Status,
+) -> tuple[list[tuple[Status, int]], np.ndarray]:
+    """Why the nodes `rows`, where the preemptor's request is above allocatable, are not
+    candidates, for those the node arrays can tell: (status, number of nodes) pairs, and the rows
+    left for the dry run.
+
+    No choice of victims matters on such a node. With no pod the preemptor may evict, it has no
+    victims (kube-scheduler says so before running any filter). Otherwise its verdict is the first
+    filter failing with every victim gone, and NodeResourcesFit fails then, at least on the columns
+    above allocatable: the columns it reports are known unless one of them is short only while
+    some of the node's pods stay, which the node's total request cannot tell. Such a node, one with
+    nominated pods holding room, and one where a moved pod could change another filter's verdict
+    are left to the dry run."""
+    snap = handle.snapshot
+    told: list[tuple[Status, int]] = []
+    if rows.size == 0:
+        return told, rows
+    has_victims = np.zeros(rows.size, dtype=bool)
+    priority = pod.priority
+    for other, on_row in snap.preemptible_counts.items():
+        if other < priority:
+            has_victims |= np.asarray(on_row, dtype=np.int64)[rows] > 0
+    without = int(rows.size) - int(np.count_nonzero(has_victims))
+    if without:
+        told.append((no_victims, without))
+    rows = rows[has_victims]
+    if plan is None or rows.size == 0:
+        return told, rows
+
+    undecided = np.zeros(rows.size, dtype=bool)
+    nominated = _nominated_by_row(handle, pod, rows)
+    if nominated:
+        undecided |= np.isin(rows, np.fromiter(nominated, dtype=np.int64, count=len(nominated)))
+    if plan.watch_ports and snap.host_ports:
+        ported = {row for by_row in snap.host_ports.values() for row in by_row}
+        undecided |= np.isin(rows, np.fromiter(ported, dtype=np.int64, count=len(ported)))
+    if plan.watch_anti_affinity:
+        for (kind, _, _), carried in snap.term_counts.items():
+            if kind == "anti":
+                undecided |= carried[rows] > 0
+    requested = snap.requested_table(rows, plan.cols)
+    limit = snap.allocatable_table(rows, plan.cols) - plan.values
+    # what the pods left on a node request is between nothing and all they request now
+    short = limit < 0
+    undecided |= ((requested > limit) & ~short).any(axis=1)
+    codes = np.zeros(rows.size, dtype=np.int64)
+    for bit in range(plan.cols.size):
+        codes |= short[:, bit].astype(np.int64) << bit
+
+    alive = np.flatnonzero(~undecided)
+    for p in plan.filters:
+        if alive.size == 0:
+            break
+        if p.NAME == names.NODE_RESOURCES_FIT:
+            found, counts = np.unique(codes[alive], return_counts=True)
+            for code, count in zip(found.tolist(), counts.tolist(), strict=True):
+                told.append((plan.fit.status(code).with_plugin(p.NAME), count))
+            break
+        result = p.filter(state, pod, rows[alive])
+        if result is None:
+            continue
+        for j in np.flatnonzero(~result.passed).tolist():
+            told.append((result.status_at(j).with_plugin(p.NAME), 1))
+        alive = alive[result.passed]
+    return told, rows[undecided]

@@ -263,8 +263,8 @@ class TaintToleration(Plugin, FilterPlugin, ScorePlugin, ScoreExtensions, Queuei
         )
 
     def hint_shape(self, pod: Pod) -> Hashable:
-        # after_pod_change reads the pod's identity, but a pod's own update never reaches the
-        # pool's events (the queue requeues an updated pod itself)
+        # after_pod_change reads the pod's identity, but a pod's own update is asked of that pod
+        # alone, never of its group
         return pod.tolerations
 
     def after_node_change(self, pod: Pod, old: Any, new: Any) -> QueueingHint:

@@ -42,7 +42,7 @@ a plugin of that name, the feature is that plugin's business and nothing is said
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,7 +53,16 @@ from koordpy.config.args import PluginArgs
 from koordpy.framework.cycle_state import CycleState
 from koordpy.framework.effects import RecordEvent
 from koordpy.framework.handle import Handle
-from koordpy.framework.interfaces import ClusterEvent, Plugin, PreFilterPlugin, PreFilterResult
+from koordpy.framework.interfaces import (
+    POD_UPDATE,
+    ClusterEvent,
+    ClusterEventWithHint,
+    Plugin,
+    PreFilterPlugin,
+    PreFilterResult,
+    QueueingHint,
+    QueueingHints,
+)
 from koordpy.framework.status import SKIP, Code, Status
 
 NAME = names.UNSUPPORTED_FEATURES
@@ -303,7 +312,7 @@ def findings(pod: Pod) -> tuple[Finding, ...]:
     )
 
 
-class UnsupportedFeatures(Plugin, PreFilterPlugin):
+class UnsupportedFeatures(Plugin, PreFilterPlugin, QueueingHints):
     NAME = NAME
 
     def __init__(self, handle: Handle, args: PluginArgs | None = None) -> None:
@@ -314,7 +323,18 @@ class UnsupportedFeatures(Plugin, PreFilterPlugin):
         handle.on_pod_event(self._on_pod)
 
     def events_to_register(self) -> Sequence[ClusterEvent]:
-        # only the pod itself changing can drop what it asks for, and its own update requeues it
+        # only the pod itself changing can drop what it asks for
+        return (POD_UPDATE,)
+
+    def queueing_hints(self) -> Sequence[ClusterEventWithHint]:
+        return (ClusterEventWithHint(POD_UPDATE, self.after_pod_change),)
+
+    def after_pod_change(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        """The pod's own update may drop what it asks for; another pod's cannot."""
+        return QueueingHint.QUEUE if new is not None and new.key == pod.key else QueueingHint.QUEUE_SKIP
+
+    def hint_shape(self, pod: Pod) -> Hashable:
+        # to every other pod's event the answer is the same (the pod's own is asked apart)
         return ()
 
     def _on_pod(self, action: str, pod: Pod) -> None:

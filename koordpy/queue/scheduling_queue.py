@@ -19,6 +19,9 @@
   waits in the pool. Events older than the oldest pod in flight are dropped.
 - An update of a pod in flight is one such event, and the pod is left to its attempt, as
   kube-scheduler's Update does; if it comes back, it comes back as its latest update has it.
+- An update of a pod in the unschedulable pool is an event for its own rejectors' hints: it moves
+  the pod only when one of them says QUEUE (a pod no plugin rejected always moves); otherwise the
+  pod waits on with its new object. A gated pod's update runs PreEnqueue again.
 """
 
 from __future__ import annotations
@@ -85,6 +88,19 @@ class _Placement(dict[str, str]):
         self[key] = UNSCHEDULABLE
         self._group_of[key] = group
         self.pool_groups.setdefault(group, {})[key] = next(self._pool_seq)
+
+    def regroup(self, key: str, group: PoolGroup) -> None:
+        """A pod that stays in the pool changed its shape: it moves to its new group and keeps its
+        place in the order the pool was entered."""
+        old = self._group_of[key]
+        if old == group:
+            return
+        members = self.pool_groups[old]
+        seq = members.pop(key)
+        if not members:
+            del self.pool_groups[old]
+        self._group_of[key] = group
+        self.pool_groups.setdefault(group, {})[key] = seq
 
     def gate(self, key: str, plugin: str) -> None:
         self[key] = GATED
@@ -271,7 +287,9 @@ class SchedulingQueue:
     def update(self, pod: Pod) -> None:
         """The pod object changed while pending: it may have become schedulable. A pod in flight is
         left to its attempt (kube-scheduler's Update with addEventsIfPodInFlight): the update is an
-        event of its flight, for its rejectors' hints to judge if the attempt fails."""
+        event of its flight, for its rejectors' hints to judge if the attempt fails. A pod of the
+        unschedulable pool moves only when its rejectors' hints say its own update could help it;
+        otherwise it stays, as the update has it (kube-scheduler's Update with queueing hints)."""
         info = self.infos.get(pod.key)
         if info is None:
             self.add(pod)
@@ -281,9 +299,17 @@ class SchedulingQueue:
             self._flight_events.append(_FlightEvent(POD_UPDATE, old, pod, {}))
             self._updated_in_flight[pod.key] = pod
             return
-        info.pod = pod
+        before, info.pod = info.pod, pod
         where = self.where.get(pod.key)
-        if where in (GATED, UNSCHEDULABLE) or where is None:
+        if where == UNSCHEDULABLE:
+            # the shape the hints read may have changed with the pod
+            group = self._group(info)
+            if self._helps(group, pod, POD_UPDATE, before, pod):
+                self._requeue_after_event(info, POD_UPDATE_EVENT)
+            else:
+                self.where.regroup(pod.key, group)
+        elif where == GATED or where is None:
+            # a gated pod is asked its gate again: PreEnqueue is what its own update can open
             self._requeue_after_event(info, POD_UPDATE_EVENT)
         elif where == ACTIVE:
             # the sort key may have changed (priority); re-push, the old entry goes stale
@@ -382,14 +408,18 @@ class SchedulingQueue:
         if skip >= len(self._flight_events):
             return False
         for record in itertools.islice(self._flight_events, max(0, skip), None):
-            found = record.helps.get(group)
+            # hints answer a pod's own update apart from the pods of its group (TaintToleration
+            # queues only the pod whose tolerations changed): that answer is not the group's
+            own = getattr(record.new, "key", None) == info.key
+            found = None if own else record.helps.get(group)
             if found is None:
                 # a pod no plugin rejected is helped by any event, as in the pool
                 found = not group[0] or (
                     bool(self._hints_for(group[0], record.event))
                     and self._helps(group, info.pod, record.event, record.old, record.new)
                 )
-                record.helps[group] = found
+                if not own:
+                    record.helps[group] = found
             if found:
                 return True
         return False

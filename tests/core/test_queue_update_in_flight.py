@@ -103,10 +103,13 @@ def test_updates_in_flight_keep_the_latest_object() -> None:
     q.update(UPDATED)
     q.add_unschedulable(info, {"Fit"})
     assert q.infos["default/p"].pod is UPDATED
-    # once landed, an update moves the pod as before
+    # once landed, an update is its rejectors' to judge: Fit registered no pod update, so the pod
+    # waits on in the pool, as updated
     clock.advance(20)
-    q.update(make_pod("p", labels={"version": "3"}))
-    assert q.where["default/p"] == ACTIVE
+    third = make_pod("p", labels={"version": "3"})
+    q.update(third)
+    assert q.where["default/p"] == UNSCHEDULABLE
+    assert q.infos["default/p"].pod is third
 
 
 def test_pending_pod_update_is_unchanged() -> None:

@@ -18,6 +18,7 @@ from koordpy.queue import UNSCHEDULABLE
 from koordpy.scheduler import Scheduler
 from koordpy.simulate.memory import MemoryCluster
 from tests.builders import make_node, make_pod, pod_dict
+from tests.builders import x_k8s_podgroup as podgroup
 
 QUEUE = QueueingHint.QUEUE
 SKIP = QueueingHint.QUEUE_SKIP
@@ -26,15 +27,6 @@ GANG_NAME = "gang.scheduling.koordinator.sh/name"
 GANG_MIN = "gang.scheduling.koordinator.sh/min-available"
 GANG_GROUPS = "gang.scheduling.koordinator.sh/groups"
 PROFILE = "default-scheduler"
-
-
-def podgroup(name: str, min_member: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
-        "kind": "PodGroup",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"minMember": min_member},
-    }
 
 
 def gang_pod(name: str, gang: str, **kw: Any) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from koordpy.plugins import registry
 from koordpy.scheduler import Scheduler
 from koordpy.simulate.memory import MemoryCluster
 from tests.builders import make_node, pod_dict, settle
+from tests.builders import x_k8s_podgroup as podgroup
 
 X_K8S_LABEL = "scheduling.x-k8s.io/pod-group"
 GANG_NAME = "gang.scheduling.koordinator.sh/name"
@@ -30,15 +31,6 @@ def new_world() -> MemoryCluster:
     for i in range(4):
         world.add_node(make_node(f"n{i}", cpu="64", pods="200"))
     return world
-
-
-def podgroup(name: str, min_member: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
-        "kind": "PodGroup",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"minMember": min_member},
-    }
 
 
 def x_k8s_member(gang: str, i: int, **kw: Any) -> dict[str, Any]:

@@ -10,6 +10,7 @@ counted pod by pod, inside a trial, before the plan is trusted (`Offers.settle`)
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -192,19 +193,10 @@ def _count_by_arithmetic(
     asked = [[at[c] for c in ids.tolist()] for ids, _ in cells]
     total = np.cumsum(demand, axis=0)
     free = [snap.allocatable_column(c, rows) - snap.requested_column(c, rows) for c in needed]
-    held = _nominated_against(profile, pods, rows, ignore_nominated)
-    if held:
-        # the position of each row in `rows`
-        position = np.full(snap.capacity, -1, dtype=np.int64)
-        position[rows] = np.arange(rows.size, dtype=np.int64)
-        for row, others in held.items():
-            i = int(position[row])
-            for other in others:
-                ids, amounts = snap.request_cells(other.requests)
-                for c, amount in zip(ids.tolist(), amounts.tolist(), strict=True):
-                    j = at.get(c)
-                    if j is not None:
-                        free[j][i] -= amount
+    # rows with pods nominated against some member: each member counts only those of its priority
+    # or higher (kube-scheduler's addGENominatedPods), so what they hold is kept per member level
+    # and compared on those few rows apart
+    held_at, against, level_of = _held_by_level(profile, pods, rows, ignore_nominated, at)
     static: dict[int, np.ndarray | None] = {}
     alive: np.ndarray | None = None
     count = np.zeros(rows.size, dtype=np.int64)
@@ -218,16 +210,57 @@ def _count_by_arithmetic(
                 passed[kind.feasible] = True
                 static[id(kind)] = passed[rows]
         mask = static[id(kind)]
-        ok: np.ndarray | None = alive if mask is None else (mask if alive is None else alive & mask)
+        before: np.ndarray | None = alive if mask is None else (mask if alive is None else alive & mask)
+        ok = before
         for c in asked[i]:
             fits = free[c] >= total[i, c]
             ok = fits if ok is None else ok & fits
         assert ok is not None
+        if held_at.size:
+            room = against[level_of[i]]
+            near = np.ones(held_at.size, dtype=bool) if before is None else before[held_at]
+            for c in asked[i]:
+                near &= free[c][held_at] - room[c] >= total[i, c]
+            ok[held_at] = near
         if not ok.any():
             break
         count += ok
         alive = ok
     slots[rows] = count
+
+
+def _held_by_level(
+    profile: Any,
+    pods: Sequence[Pod],
+    rows: np.ndarray,
+    ignore_nominated: Callable[[Pod], bool] | None,
+    at: dict[int, int],
+) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """(the positions in `rows` of the rows holding nominated pods; per member priority level,
+    resource column and such row, what the nominated pods of that priority or higher request
+    there; each pod's level). A gang of one priority has one level."""
+    held = _nominated_against(profile, pods, rows, ignore_nominated)
+    levels = sorted({p.priority for p in pods})
+    level_of = [bisect.bisect_left(levels, p.priority) for p in pods]
+    if not held:
+        return np.zeros(0, dtype=np.int64), np.zeros((len(levels), len(at), 0), dtype=np.int64), level_of
+    snap = profile.handle.snapshot
+    position = np.full(snap.capacity, -1, dtype=np.int64)
+    position[rows] = np.arange(rows.size, dtype=np.int64)
+    held_rows = list(held)
+    # by[k]: the nominated pods whose priority is at least level k and below level k + 1
+    by = np.zeros((len(levels), len(at), len(held_rows)), dtype=np.int64)
+    for h, row in enumerate(held_rows):
+        for other in held[row]:
+            k = bisect.bisect_right(levels, other.priority) - 1
+            ids, amounts = snap.request_cells(other.requests)
+            for c, amount in zip(ids.tolist(), amounts.tolist(), strict=True):
+                j = at.get(c)
+                if j is not None:
+                    by[k, j, h] += amount
+    # a member of level m counts every nominated pod of level m or above
+    against = np.cumsum(by[::-1], axis=0)[::-1]
+    return position[held_rows], against, level_of
 
 
 def _count_one_by_one(
