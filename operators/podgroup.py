@@ -50,7 +50,7 @@ from koordpy.status.podgroup import (
     with_defaulted_condition,
     with_scheduled_condition,
 )
-from operators.memo import controller_in_memo
+from operators.memo import controller_in_memo, register_object_events
 
 if TYPE_CHECKING:
     from operators.facts import ClusterFacts
@@ -372,20 +372,13 @@ def _controller(memo: Any) -> PodGroupController:
 def register(registry: kopf.OperatorRegistry) -> None:
     """The PodGroup handlers; the operator's memo must hold a PodGroupController under MEMO_KEY."""
 
-    async def podgroup_event(
-        resource: kopf.Resource,
-        namespace: str | None,
-        name: str,
-        body: kopf.Body,
-        type: str | None,
-        memo: Any,
-        **_: Any,
-    ) -> None:
-        key = GroupKey(resource.group, namespace or "", name)
-        # a plain copy: kopf's Body is a view, and the controller keeps the object
-        _controller(memo).podgroup_changed(key, None if type == "DELETED" else dict(body))
-
-    for api_group in API_GROUPS:
-        kopf.on.event(api_group, VERSION, PLURAL, id=f"podgroup-status-{api_group}", registry=registry)(
-            podgroup_event
-        )
+    register_object_events(
+        registry,
+        API_GROUPS,
+        VERSION,
+        PLURAL,
+        "podgroup-status",
+        lambda group, namespace, name, obj, memo: _controller(memo).podgroup_changed(
+            GroupKey(group, namespace, name), obj
+        ),
+    )

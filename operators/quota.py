@@ -43,7 +43,7 @@ from koordpy.status.quota import (
     quota_patch,
     spec_fingerprint,
 )
-from operators.memo import controller_in_memo
+from operators.memo import controller_in_memo, register_object_events
 from operators.podgroup import StatusApi
 
 if TYPE_CHECKING:
@@ -307,20 +307,13 @@ def _controller(memo: Any) -> QuotaController:
 def register(registry: kopf.OperatorRegistry) -> None:
     """The ElasticQuota handlers; the operator's memo must hold a QuotaController under MEMO_KEY."""
 
-    async def quota_event(
-        resource: kopf.Resource,
-        namespace: str | None,
-        name: str,
-        body: kopf.Body,
-        type: str | None,
-        memo: Any,
-        **_: Any,
-    ) -> None:
-        key = QuotaKey(resource.group, namespace or "", name)
-        # a plain copy: kopf's Body is a view, and the controller keeps the object
-        _controller(memo).quota_changed(key, None if type == "DELETED" else dict(body))
-
-    for api_group in API_GROUPS:
-        kopf.on.event(api_group, VERSION, PLURAL, id=f"elasticquota-status-{api_group}", registry=registry)(
-            quota_event
-        )
+    register_object_events(
+        registry,
+        API_GROUPS,
+        VERSION,
+        PLURAL,
+        "elasticquota-status",
+        lambda group, namespace, name, obj, memo: _controller(memo).quota_changed(
+            QuotaKey(group, namespace, name), obj
+        ),
+    )
