@@ -28,6 +28,8 @@ from koordpy.api.time import parse_timestamp
 from koordpy.kubeapi import informer
 from koordpy.kubeapi.client import TRANSPORT_ERRORS, ApiError, KubeApi
 from koordpy.kubeapi.informer import Resource
+from koordpy.yamlinput import parsers as yaml_parsers
+from koordpy.yamlinput.parsers import YamlParser
 
 __all__ = [
     "CHART_NAME",
@@ -46,10 +48,8 @@ __all__ = [
 
 try:
     _Dumper: Any = yaml.CSafeDumper
-    _Loader: Any = yaml.CSafeLoader
 except AttributeError:  # PyYAML built without libyaml
     _Dumper = yaml.SafeDumper
-    _Loader = yaml.SafeLoader
 
 # the Helm chart's name: its objects carry the label helm.sh/chart=koordpy-<version>
 CHART_NAME = "koordpy"
@@ -324,11 +324,19 @@ async def read_configmap(api: KubeApi, ref: ConfigMapRef) -> ConfigurationFound:
     text = (configmap.get("data") or {}).get(ref.key)
     if not isinstance(text, str):
         raise SnapshotError(f"{ref} has no key {ref.key!r}")
+    parser = yaml_parsers.preferred()
     try:
-        _check_bounded(text, str(ref))
-        document = yaml.load(text, Loader=_Loader)
+        try:
+            _check_bounded(text, str(ref), parser)
+        except yaml.YAMLError as err:
+            if not yaml_parsers.hit_parser_limit(parser, err):
+                raise
+            # libyaml's own nesting limit fired first: koordpy's bound decides, read by PyYAML's parser
+            parser = yaml_parsers.PURE
+            _check_bounded(text, str(ref), parser)
+        document = yaml.load(text, Loader=parser.events)
     except yaml.YAMLError as err:
-        raise SnapshotError(f"{ref}: not valid YAML: {err}") from err
+        raise SnapshotError(f"{ref}: not valid YAML: {' '.join(str(err).split())}") from err
     return ConfigurationFound(document, text, str(ref), ref.allow_unsupported_plugins)
 
 
@@ -336,11 +344,11 @@ async def read_configmap(api: KubeApi, ref: ConfigMapRef) -> ConfigurationFound:
 _MAX_CONFIG_DEPTH = 100
 
 
-def _check_bounded(text: str, what: str) -> None:
+def _check_bounded(text: str, what: str, parser: YamlParser) -> None:
     """A ConfigMap is the cluster's, not the user's file: before it is composed, no alias (a few
     anchors can stand for billions of nodes) and a bounded nesting, as every YAML input is held."""
     depth = 0
-    for event in yaml.parse(text, Loader=_Loader):
+    for event in yaml.parse(text, Loader=parser.events):
         if isinstance(event, yaml.AliasEvent):
             raise SnapshotError(f"{what}: YAML aliases are not read in a configuration from the cluster")
         if isinstance(event, yaml.CollectionStartEvent):

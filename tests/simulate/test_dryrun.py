@@ -744,6 +744,8 @@ def test_the_command_lines_refuse_what_cannot_work(
     [
         ("a: &x [1, 2]\nb: *x\n", "YAML aliases are not read"),
         ("profiles: " + "[" * 150 + "]" * 150 + "\n", "nested deeper than 100 levels"),
+        # deep enough for libyaml's own limit (1000) to stop its parser first: the bound still speaks
+        ("profiles: " + "[" * 5000 + "]" * 5000 + "\n", "nested deeper than 100 levels"),
         ("profiles: [\n", "not valid YAML"),
     ],
 )

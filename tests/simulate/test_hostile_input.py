@@ -8,6 +8,7 @@ import io
 import json
 import random
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,8 @@ import yaml
 from koordpy.cli import main
 from koordpy.simulate import documents
 from koordpy.simulate.documents import MAX_DEPTH
+from koordpy.yamlinput import bounds as yaml_bounds
+from koordpy.yamlinput import parsers as yaml_parsers
 
 NODE = (
     "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n"
@@ -47,6 +50,36 @@ def assert_input_error(code: int, err: str, tmp_path: Path, expected: str) -> No
     assert err.count("\n") == 1, err
     assert err.startswith(f"koordpy: invalid input: {tmp_path / 'input.yaml'}: "), err
     assert expected in err, err
+
+
+# The parsers a machine may read manifests with; the bounds and their messages must not depend on
+# which. libyaml's own nesting limit is process-wide: lowered below koordpy's, it fires first on
+# every deep text, which is what a PyYAML with a stricter libyaml does.
+LIBYAML_LIMIT_BELOW_OURS = 50
+
+
+@pytest.fixture(params=["libyaml", "pure-python", "libyaml-with-its-limit-below-koordpys"])
+def yaml_parser(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    name: str = request.param
+    if name == "pure-python":
+        monkeypatch.setattr(yaml_parsers, "PARSERS", (yaml_parsers.PURE,))
+        yield name
+        return
+    if yaml_parsers.LIBYAML is None:
+        pytest.skip("PyYAML is built without libyaml here")
+    if name == "libyaml":
+        yield name
+        return
+    get_limit = getattr(yaml._yaml, "_get_max_nest_level", None)  # type: ignore[attr-defined]
+    set_limit = getattr(yaml._yaml, "_set_max_nest_level", None)  # type: ignore[attr-defined]
+    if get_limit is None or set_limit is None or get_limit() == -1:
+        pytest.skip("this libyaml has no nesting limit to lower")
+    default = get_limit()
+    set_limit(LIBYAML_LIMIT_BELOW_OURS)
+    try:
+        yield name
+    finally:
+        set_limit(default)
 
 
 # --- objects an API server would refuse to decode --------------------------------------------------
@@ -351,7 +384,7 @@ BOMB = "\n".join(
     ],
 )
 def test_nesting_and_aliases_are_bounded_before_composing(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str, expected: str
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str, expected: str, yaml_parser: str
 ) -> None:
     code, _, err = run(capsys, tmp_path, NODE + "---\n" + text)
     assert_input_error(code, err, tmp_path, expected)
@@ -375,7 +408,7 @@ def test_nesting_and_aliases_are_bounded_before_composing(
     ],
 )
 def test_nesting_up_to_the_limit_is_simulated(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str, yaml_parser: str
 ) -> None:
     code, out, err = run(capsys, tmp_path, NODE + "---\n" + text)
     assert code == 0, err
@@ -383,7 +416,7 @@ def test_nesting_up_to_the_limit_is_simulated(
 
 
 def test_anchors_and_merge_keys_within_bounds_are_read(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, yaml_parser: str
 ) -> None:
     text = (
         "apiVersion: v1\nkind: Pod\nmetadata: {name: a, labels: &labels {app: web}}\n"
@@ -415,7 +448,7 @@ def test_anchors_and_merge_keys_within_bounds_are_read(
 )
 def test_text_check_leaves_unclear_texts_to_the_events(text: str) -> None:
     assert _true_depth(text) > 8 or "*" in text
-    assert not documents._surely_bounded(text, max_depth=8)
+    assert not yaml_bounds.surely_bounded(text, max_depth=8)
 
 
 def _true_depth(text: str) -> int:
@@ -446,7 +479,7 @@ def test_text_check_never_vouches_for_a_deeper_text() -> None:
     for _ in range(3000):
         max_depth = rng.choice((4, 8, 12))
         text = "".join(rng.choice(_PIECES) for _ in range(rng.randint(1, 80)))
-        if documents._surely_bounded(text, max_depth=max_depth):
+        if yaml_bounds.surely_bounded(text, max_depth=max_depth):
             vouched += 1
             assert _true_depth(text) <= max_depth, text
     assert vouched > 100  # the check does vouch for some
@@ -647,7 +680,7 @@ def test_fast_type_check_and_the_one_naming_the_field_agree() -> None:
 
 
 def test_configuration_nested_too_deep_is_refused_before_it_is_read(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, yaml_parser: str
 ) -> None:
     config = tmp_path / "config.yaml"
     config.write_text("profiles: " + "[" * 5000 + "]" * 5000 + "\n")
