@@ -14,8 +14,8 @@ ENV PIP_NO_CACHE_DIR=1 \
     PIP_ROOT_USER_ACTION=ignore
 
 WORKDIR /src
-# the build backend is pinned too, so the wheel does not change with the day it is built
-RUN pip install setuptools==80.9.0 wheel==0.45.1
+# the build backend at requirements-dev.lock's pins, so the wheel does not change with the day it is built
+RUN pip install setuptools==84.2.1 wheel==0.48.0
 COPY pyproject.toml README.md ./
 COPY koordpy ./koordpy
 COPY operators ./operators

@@ -5,17 +5,28 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 export KOORDPY_CACHE_DIR ?= $(HOME)/.cache/koordpy
 
-.PHONY: install demo test lint unit e2e controlplane browser bench fuzz clean
+.PHONY: install lock demo test lint unit e2e controlplane browser bench fuzz clean
 
-$(STAMP): pyproject.toml
-	@echo "koordpy: creating $(VENV) and installing koordpy with its dependencies and development tools (a minute or two the first time)"
-	@$(PYTHON) -m venv $(VENV)
-	@$(BIN)/pip install --quiet --upgrade pip
+LOCKS := requirements.lock requirements-dev.lock
+
+# Exactly the locked versions, nothing resolved on the day: both locks with --no-deps (a pin missing
+# from them fails `pip check`), koordpy itself built by the locked setuptools without isolation.
+$(STAMP): pyproject.toml $(LOCKS)
+	@echo "koordpy: creating $(VENV) and installing koordpy with the locked dependencies and development tools (a minute or two the first time)"
+	@$(PYTHON) -m venv --clear $(VENV)
+	@$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -r requirements.lock -r requirements-dev.lock
 	@# setuptools announces every editable install of a flat layout in a boxed banner; nothing to act on
-	@PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install --quiet -e '.[dev]'
+	@PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install --quiet --disable-pip-version-check \
+		--no-deps --no-build-isolation -e .
+	@$(BIN)/pip check --disable-pip-version-check >/dev/null || { $(BIN)/pip check; exit 1; }
 	@touch $(STAMP)
 
 install: $(STAMP)
+
+# Resolve pyproject.toml's dependencies afresh and write both locks (hack/lock.py); commit them with
+# the pyproject.toml change that needed them.
+lock:
+	$(PYTHON) hack/lock.py
 
 demo: install
 	$(BIN)/koordpy simulate examples/quickstart.yaml

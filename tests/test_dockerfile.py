@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import json
 import re
-import tomllib
 from dataclasses import dataclass
 from importlib import metadata
-from pathlib import Path
 
 import pytest
 from packaging.markers import default_environment
@@ -16,10 +14,11 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from tests.support.locks import DEV_LOCK, REPO_ROOT, RUNTIME_LOCK, runtime_requirements
+from tests.support.locks import read_lock as read_locked_pins
+
 DOCKERFILE = REPO_ROOT / "Dockerfile"
-LOCK = REPO_ROOT / "requirements.lock"
-PYPROJECT = REPO_ROOT / "pyproject.toml"
+LOCK = RUNTIME_LOCK
 
 NONROOT_UID = 65532
 METRICS_PORT = "10259"
@@ -99,23 +98,7 @@ def base_image(from_value: str, args: dict[str, str]) -> str:
 
 
 def read_lock() -> dict[str, tuple[str, Version]]:
-    """canonical name -> (name as written, pinned version); every entry must be `name==version`."""
-    pins: dict[str, tuple[str, Version]] = {}
-    for number, raw in enumerate(LOCK.read_text().splitlines(), 1):
-        line = raw.split("#", 1)[0].strip()
-        if not line:
-            continue
-        match = re.fullmatch(r"([A-Za-z0-9][A-Za-z0-9._-]*)==([0-9][A-Za-z0-9.+!-]*)", line)
-        assert match, f"requirements.lock:{number}: {raw!r} is not pinned as name==version"
-        name = canonicalize_name(match.group(1))
-        assert name not in pins, f"requirements.lock:{number}: {match.group(1)} is pinned twice"
-        pins[name] = (match.group(1), Version(match.group(2)))
-    return pins
-
-
-def runtime_requirements() -> list[Requirement]:
-    project = tomllib.loads(PYPROJECT.read_text())["project"]
-    return [Requirement(r) for r in project["dependencies"]]
+    return read_locked_pins(LOCK)
 
 
 # The image's interpreter: Linux, CPython 3.11, the environment markers are evaluated for.
@@ -202,6 +185,18 @@ def test_installs_only_the_lock_and_checks_it(instructions: list[Instruction]) -
         "install koordpy's wheel without deps"
     )
     assert "pip check" in runs, "`pip check` catches a lock that misses or mismatches a dependency"
+
+
+def test_builds_the_wheel_with_the_locked_build_backend(instructions: list[Instruction]) -> None:
+    """The wheel is built by the setuptools and wheel that requirements-dev.lock pins, the ones
+    `make install` builds the editable install with: the image does not change with the day."""
+    runs = " ".join(ins.value for ins in instructions if ins.keyword == "RUN")
+    dev = read_locked_pins(DEV_LOCK)
+    for tool in ("setuptools", "wheel"):
+        version = dev[tool][1]
+        assert re.search(rf"\b{tool}=={re.escape(str(version))}\b", runs), (
+            f"the Dockerfile must install {tool}=={version}, as requirements-dev.lock pins it"
+        )
 
 
 def test_parser_joins_continuations_and_skips_comments() -> None:
