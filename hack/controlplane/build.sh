@@ -21,8 +21,13 @@
 #   KOORDPY_BUILD_JOBS    go build -p value (default: 2)
 #   KOORDPY_BUILD_KUBE_SCHEDULER=1   same as --with-kube-scheduler
 #
-# Needs Go >= 1.24 and access to a Go module proxy. GOMODCACHE and GOCACHE
-# keep their default locations (outside the repository).
+# Versions are stated once: Kubernetes and etcd by the require line of
+# kube/go.mod and etcd/go.mod, KWOK and helm below. The Go toolchain each build
+# needs is the `go` line of its go.mod (for KWOK and helm, the go.mod of that
+# release); the local toolchain is checked against every one of them before
+# anything is built, and is never swapped for a downloaded one
+# (GOTOOLCHAIN=local). Needs access to a Go module proxy. GOMODCACHE and
+# GOCACHE keep their default locations (outside the repository).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -92,11 +97,33 @@ if [[ $CHECK -eq 1 ]]; then
     exit $missing
 fi
 
-command -v go >/dev/null 2>&1 || die "no 'go' on PATH; Go >= 1.24 is needed to build the control plane"
+# The Go version a module needs: the `go` line of its go.mod.
+go_directive() { # <go.mod>
+    awk '$1 == "go" {print $2; exit}' "$1"
+}
+# The go.mod of a module release, from the module cache (downloaded if missing).
+release_gomod() { # <module@version>
+    env -C "$STAGE" GOFLAGS= go mod download -json "$1" |
+        sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p'
+}
+# Fails unless the local Go is at least the one <go.mod> names.
+check_go_for() { # <what> <go.mod>
+    local wanted
+    wanted="$(go_directive "$2")"
+    [[ -n "$wanted" ]] || die "no go line in $2 (the Go version $1 needs)"
+    if [[ "$(printf '%s\n%s\n' "$wanted" "$GO_HAVE" | sort -V | head -n1)" != "$wanted" ]]; then
+        die "$1 needs Go >= $wanted (the go line of $2); this machine has go$GO_HAVE"
+    fi
+}
+
+GO_MIN="$(printf '%s\n' "$(go_directive "$HERE/kube/go.mod")" "$(go_directive "$HERE/etcd/go.mod")" | sort -V | tail -n1)"
+command -v go >/dev/null 2>&1 || die "no 'go' on PATH; Go >= $GO_MIN is needed to build the control plane"
 export GOTOOLCHAIN=local CGO_ENABLED=0
 GO_VERSION="$(go env GOVERSION)"
-[[ "$GO_VERSION" =~ ^go1\.([0-9]+) ]] || die "cannot parse Go version: $GO_VERSION"
-(( BASH_REMATCH[1] >= 24 )) || die "Go >= 1.24 is needed, found $GO_VERSION"
+[[ "$GO_VERSION" =~ ^go([0-9]+\.[0-9]+(\.[0-9]+)?) ]] || die "cannot parse Go version: $GO_VERSION"
+GO_HAVE="${BASH_REMATCH[1]}"
+check_go_for "k8s.io/kubernetes $K8S_VERSION" "$HERE/kube/go.mod"
+check_go_for "go.etcd.io/etcd/server/v3 $ETCD_VERSION" "$HERE/etcd/go.mod"
 
 mkdir -p "$BIN_DIR"
 
@@ -183,6 +210,7 @@ else
             GOFLAGS= GOBIN="$STAGE" go install -p "$JOBS" -trimpath -ldflags "-s -w" \
                 "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
     }
+    check_go_for "sigs.k8s.io/kwok $KWOK_VERSION" "$(release_gomod "sigs.k8s.io/kwok@$KWOK_VERSION")"
     log "  GOBIN=<cache> go install -p $JOBS -trimpath sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
     run_step "building kwok $KWOK_VERSION" build_kwok
     install_bin kwok "$KWOK_STAMP"
@@ -196,8 +224,8 @@ else
     # As helm's own release build does, stamp in the version and the Kubernetes
     # version of its client-go (1.<minor of client-go>), the default of
     # .Capabilities.KubeVersion; without it helm reports v1.20.0.
-    helm_gomod="$(env -C "$STAGE" GOFLAGS= go mod download -json "helm.sh/helm/v3@$HELM_VERSION" |
-        sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')"
+    helm_gomod="$(release_gomod "helm.sh/helm/v3@$HELM_VERSION")"
+    check_go_for "helm.sh/helm/v3 $HELM_VERSION" "$helm_gomod"
     client_go="$(required_version "$helm_gomod" k8s.io/client-go)"
     [[ "$client_go" =~ ^v0\.([0-9]+)\. ]] || die "cannot read helm's k8s.io/client-go version from $helm_gomod"
     helm_kube_minor="${BASH_REMATCH[1]}"
