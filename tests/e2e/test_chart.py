@@ -1,10 +1,12 @@
 """The Helm chart, charts/koordpy.
 
 It lints; it renders a Deployment, RBAC, the scheduler configuration, a metrics Service, an optional
-ServiceMonitor and the CRDs; the test apiserver accepts every rendered object in a server-side dry
-run. Installed for real with `helm install`, its ServiceAccount's ClusterRole and Role are enough
-for `koordpy run` to do all of its work (bind, mark unschedulable, preempt, place a gang, hold the
-Lease) without one request being forbidden.
+ServiceMonitor, the CRDs and the FlowSchemas that give koordpy's requests kube-scheduler's priority
+levels; the test apiserver accepts every rendered object in a server-side dry run. Installed for real
+with `helm install`, its ServiceAccount's ClusterRole and Role are enough for `koordpy run` to do all
+of its work (bind, mark unschedulable, preempt, place a gang, keep quotas' status, hold the Lease)
+without one request being forbidden, and the apiserver classifies its requests with the chart's
+FlowSchemas.
 
 helm comes from hack/controlplane/build.sh (into the cache's bin/), or from PATH. Without it these
 tests are skipped, loudly, or fail under CI=true.
@@ -18,6 +20,7 @@ import json
 import os
 import re
 import shutil
+import ssl
 import subprocess
 import sys
 import tarfile
@@ -72,8 +75,11 @@ DEFAULT_KINDS = Counter(
         "RoleBinding": 1,
         "Service": 1,
         "Deployment": 1,
+        # API Priority and Fairness: koordpy's requests, and its Lease requests
+        "FlowSchema": 2,
     }
 )
+CLUSTER_SCOPED = {"CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "FlowSchema"}
 
 
 # ---------------------------------------------------------------------------------------------- helm
@@ -162,7 +168,7 @@ def test_default_render_holds_the_scheduler_and_nothing_more(helm: str) -> None:
     docs = render(helm)
     assert Counter(d["kind"] for d in docs) == DEFAULT_KINDS
     for doc in docs:
-        if doc["kind"] in ("CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"):
+        if doc["kind"] in CLUSTER_SCOPED:
             assert "namespace" not in doc["metadata"], f"{doc['kind']} is cluster-scoped"
         else:
             assert doc["metadata"]["namespace"] == NAMESPACE, f"{doc['kind']} outside the release namespace"
@@ -529,6 +535,82 @@ def test_rbac_grants_no_secrets_no_writes_to_nodes_and_no_escalation(helm: str) 
     assert lease_named["resourceNames"] == ["koordpy"]
 
 
+SIGS, X_K8S = "scheduling.sigs.k8s.io", "scheduling.x-k8s.io"
+# the status writes of the PodGroup and ElasticQuota operators, through the status subresource
+STATUS_PATCHES = {(g, f"{r}/status", "patch") for g in (SIGS, X_K8S) for r in ("podgroups", "elasticquotas")}
+# Koordinator's quota annotations (runtime, request, ...) live on the object whatever its CRD serves
+QUOTA_OBJECT_PATCH = {(SIGS, "elasticquotas", "patch")}
+# a gang's status through the object, where its CRD (Koordinator's) serves no status subresource
+PODGROUP_OBJECT_PATCH = {(SIGS, "podgroups", "patch")}
+READS = {"list", "watch", "get"}
+
+
+def _writes_on_gangs_and_quotas(docs: list[dict]) -> set[tuple[str, str, str]]:
+    """(group, resource, verb) of every write the ClusterRole grants on PodGroups and ElasticQuotas."""
+    return {
+        (group, resource, verb)
+        for rule in _cluster_role(docs)["rules"]
+        for group in rule.get("apiGroups", [])
+        for resource in rule.get("resources", [])
+        for verb in rule["verbs"]
+        if group in (SIGS, X_K8S) and verb not in READS
+    }
+
+
+@pytest.mark.parametrize(
+    ("sets", "writes"),
+    [
+        pytest.param((), STATUS_PATCHES | QUOTA_OBJECT_PATCH, id="default"),
+        pytest.param(
+            ("rbac.statusWithoutSubresource=false",),
+            STATUS_PATCHES | QUOTA_OBJECT_PATCH,
+            id="status-subresource",
+        ),
+        pytest.param(
+            ("rbac.statusWithoutSubresource=true",),
+            STATUS_PATCHES | QUOTA_OBJECT_PATCH | PODGROUP_OBJECT_PATCH,
+            id="status-without-subresource",
+        ),
+    ],
+)
+def test_whole_podgroups_are_patched_only_where_their_crd_has_no_status_subresource(
+    helm: str, sets: tuple[str, ...], writes: set[tuple[str, str, str]]
+) -> None:
+    """A patch of a whole PodGroup could rewrite a gang's minMember: it is granted only when
+    rbac.statusWithoutSubresource says the cluster's CRD needs it; otherwise the status
+    subresource alone is writable. Nothing ever updates them, and scheduling.x-k8s.io objects are
+    never written beyond their status."""
+    assert _writes_on_gangs_and_quotas(render(helm, *sets)) == writes
+
+
+def _crds_by_resource() -> dict[tuple[str, str], dict]:
+    found = {}
+    for path in REPO_CRDS.glob("*.yaml"):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc:
+                found[(doc["spec"]["group"], doc["spec"]["names"]["plural"])] = doc
+    return found
+
+
+def test_the_default_grant_fits_the_crds_the_chart_installs(helm: str) -> None:
+    """With the chart's own CRDs, koordpy writes a PodGroup's or ElasticQuota's status through the
+    status subresource where the CRD serves one, and through the object where it does not: the
+    defaults grant exactly that (plus the object patch of Koordinator's quota annotations)."""
+    needed = set(QUOTA_OBJECT_PATCH)
+    for (group, plural), crd in _crds_by_resource().items():
+        if plural not in ("podgroups", "elasticquotas"):
+            continue
+        (version,) = [v for v in crd["spec"]["versions"] if v.get("storage")]
+        has_status = "status" in (version.get("subresources") or {})
+        needed.add((group, f"{plural}/status" if has_status else plural, "patch"))
+    granted = _writes_on_gangs_and_quotas(render(helm))
+    assert needed <= granted, f"missing by default: {sorted(needed - granted)}"
+    # the chart's scheduling.sigs.k8s.io PodGroup CRD serves the status subresource, so no whole
+    # PodGroup is writable by default; its ElasticQuota CRD (Koordinator's shape) serves none
+    assert PODGROUP_OBJECT_PATCH.isdisjoint(granted)
+    assert (SIGS, "elasticquotas", "patch") in needed
+
+
 def test_rbac_for_the_secure_port(helm: str) -> None:
     """koordpy may ask the apiserver who a token is and what that user may get (as kube-scheduler's
     system:kube-scheduler role may); scrapers get a role that grants get on /metrics, bound to the
@@ -575,6 +657,154 @@ def test_rbac_for_the_secure_port(helm: str) -> None:
     assert not {n for n in kinds if n.endswith("-reader")}
 
 
+# ------------------------------------------------------------------------------ API Priority and Fairness
+EVERY_REQUEST = {
+    "resourceRules": [
+        {"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"], "clusterScope": True, "namespaces": ["*"]}
+    ],
+    "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
+}
+
+
+def lease_requests(namespace: str) -> dict:
+    return {
+        "resourceRules": [
+            {
+                "verbs": ["get", "create", "update"],
+                "apiGroups": ["coordination.k8s.io"],
+                "resources": ["leases"],
+                "namespaces": [namespace],
+            }
+        ]
+    }
+
+
+def flow_schemas(docs: list[dict]) -> dict[str, dict]:
+    return {d["metadata"]["name"]: d for d in docs if d["kind"] == "FlowSchema"}
+
+
+# case: (--set values, release namespace, ServiceAccount, {FlowSchema: (priority level,
+# matchingPrecedence, distinguisher, rules)})
+FLOW_SCHEMA_CASES: dict[str, tuple[tuple[str, ...], str, str, dict[str, tuple[str, int, str, dict]]]] = {
+    "kube-schedulers-levels-by-default": (
+        (),
+        NAMESPACE,
+        RELEASE,
+        {
+            RELEASE: ("workload-high", 800, "ByNamespace", EVERY_REQUEST),
+            f"{RELEASE}-leader-election": ("leader-election", 100, "ByUser", lease_requests(NAMESPACE)),
+        },
+    ),
+    "levels-and-precedences-named-by-the-values": (
+        (
+            "flowControl.priorityLevel=scheduler-high",
+            "flowControl.matchingPrecedence=750",
+            "flowControl.leaderElection.priorityLevel=scheduler-leases",
+            "flowControl.leaderElection.matchingPrecedence=150",
+        ),
+        NAMESPACE,
+        RELEASE,
+        {
+            RELEASE: ("scheduler-high", 750, "ByNamespace", EVERY_REQUEST),
+            f"{RELEASE}-leader-election": ("scheduler-leases", 150, "ByUser", lease_requests(NAMESPACE)),
+        },
+    ),
+    "the-release-namespace-and-service-account": (
+        ("serviceAccount.create=false", "serviceAccount.name=sched"),
+        "scheduling",
+        "sched",
+        {
+            RELEASE: ("workload-high", 800, "ByNamespace", EVERY_REQUEST),
+            f"{RELEASE}-leader-election": ("leader-election", 100, "ByUser", lease_requests("scheduling")),
+        },
+    ),
+    "no-lease-schema-without-leader-election": (
+        ("leaderElection.enabled=false", "replicas=1"),
+        NAMESPACE,
+        RELEASE,
+        {RELEASE: ("workload-high", 800, "ByNamespace", EVERY_REQUEST)},
+    ),
+    "none-when-disabled": (("flowControl.enabled=false",), NAMESPACE, RELEASE, {}),
+}
+
+
+@pytest.mark.parametrize(
+    ("sets", "namespace", "account", "expected"), FLOW_SCHEMA_CASES.values(), ids=FLOW_SCHEMA_CASES.keys()
+)
+def test_flow_schemas_put_koordpys_requests_where_kube_schedulers_go(
+    helm: str,
+    sets: tuple[str, ...],
+    namespace: str,
+    account: str,
+    expected: dict[str, tuple[str, int, str, dict]],
+) -> None:
+    schemas = flow_schemas(render(helm, *sets, namespace=namespace))
+    assert schemas.keys() == expected.keys()
+    for name, (level, precedence, distinguisher, rules) in expected.items():
+        schema = schemas[name]
+        assert schema["apiVersion"] == "flowcontrol.apiserver.k8s.io/v1"
+        assert "namespace" not in schema["metadata"], "FlowSchemas are cluster-scoped"
+        spec = schema["spec"]
+        assert spec["priorityLevelConfiguration"] == {"name": level}, name
+        assert spec["matchingPrecedence"] == precedence, name
+        assert spec["distinguisherMethod"] == {"type": distinguisher}, name
+        # koordpy's ServiceAccount alone: nobody else's requests are reclassified
+        assert spec["rules"] == [
+            {
+                "subjects": [
+                    {"kind": "ServiceAccount", "serviceAccount": {"name": account, "namespace": namespace}}
+                ],
+                **rules,
+            }
+        ], name
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "flowControl.priorityLevel=Workload_High",
+        "flowControl.priorityLevel=",
+        "flowControl.matchingPrecedence=0",
+        "flowControl.leaderElection.matchingPrecedence=10001",
+        "flowControl.priorityLevels=workload-high",
+    ],
+)
+def test_flow_control_values_are_checked_against_the_schema(helm: str, bad: str) -> None:
+    refused = run_helm(helm, "template", *template_args(bad), check=False)
+    assert refused.returncode != 0
+    assert "flowControl" in refused.stderr
+
+
+async def test_the_flow_schemas_follow_kube_schedulers_own(
+    helm: str, control_plane: ControlPlane, kube_api: client.ApiClient
+) -> None:
+    """The apiserver's own FlowSchemas for kube-scheduler (its bootstrap configuration,
+    k8s.io/apiserver/pkg/apis/flowcontrol/bootstrap): the chart's have their priority levels,
+    precedences, distinguishers and rules, for koordpy's ServiceAccount and its namespace's Lease."""
+    flowcontrol = client.FlowcontrolApiserverV1Api(kube_api)
+
+    async def bootstrap(name: str) -> dict:
+        return dict(kube_api.sanitize_for_serialization(await flowcontrol.read_flow_schema(name))["spec"])
+
+    scheduler, leader_election = await bootstrap("kube-scheduler"), await bootstrap("system-leader-election")
+    ours = flow_schemas(render(helm))
+    for theirs, mine in (
+        (scheduler, ours[RELEASE]["spec"]),
+        (leader_election, ours[f"{RELEASE}-leader-election"]["spec"]),
+    ):
+        for field in ("priorityLevelConfiguration", "matchingPrecedence", "distinguisherMethod"):
+            assert mine[field] == theirs[field], field
+    (rule,) = scheduler["rules"]
+    assert {k: v for k, v in rule.items() if k != "subjects"} == EVERY_REQUEST
+    (rule,) = leader_election["rules"]
+    (leases,) = [r for r in rule["resourceRules"] if r["resources"] == ["leases"]]
+    (mine,) = ours[f"{RELEASE}-leader-election"]["spec"]["rules"][0]["resourceRules"]
+    assert {k: v for k, v in leases.items() if k != "namespaces"} == {
+        k: v for k, v in mine.items() if k != "namespaces"
+    }
+    assert leases["namespaces"] == ["*"] and mine["namespaces"] == [NAMESPACE], "narrowed to the release's"
+
+
 # ---------------------------------------------------------------------------------------------- the apiserver
 async def _server_version(kube_api: client.ApiClient) -> str:
     info = await client.VersionApi(kube_api).get_code()
@@ -588,11 +818,23 @@ async def _ensure_namespace(kube_api: client.ApiClient, name: str) -> None:
         )
 
 
-@pytest.mark.parametrize("service_monitor", [False, True], ids=["default", "service-monitor"])
+APPLIED_CASES = {
+    "default": (),
+    "service-monitor": ("metrics.serviceMonitor.enabled=true",),
+    # the whole-object patch of PodGroups, and FlowSchemas naming levels of the cluster's own
+    # (dangling here, which the apiserver accepts and says in their status)
+    "options": (
+        "rbac.statusWithoutSubresource=true",
+        "flowControl.priorityLevel=scheduler-high",
+        "flowControl.leaderElection.priorityLevel=scheduler-leases",
+    ),
+}
+
+
+@pytest.mark.parametrize("sets", APPLIED_CASES.values(), ids=APPLIED_CASES.keys())
 async def test_the_apiserver_accepts_every_rendered_object(
-    helm: str, control_plane: ControlPlane, kube_api: client.ApiClient, service_monitor: bool, tmp_path: Path
+    helm: str, control_plane: ControlPlane, kube_api: client.ApiClient, sets: tuple[str, ...], tmp_path: Path
 ) -> None:
-    sets = ["metrics.serviceMonitor.enabled=true"] if service_monitor else []
     docs = render(helm, *sets, kube_version=await _server_version(kube_api))
     await _ensure_namespace(kube_api, NAMESPACE)
     dynamic = await DynamicClient(kube_api, cache_file=str(tmp_path / "discovery.json"))
@@ -625,6 +867,7 @@ async def test_the_apiserver_accepts_every_rendered_object(
                 applied += 1
     assert not rejected, "the apiserver rejected:\n" + "\n".join(rejected)
     assert applied == sum(DEFAULT_KINDS.values())
+    assert sum(d["kind"] == "FlowSchema" for d in docs) == DEFAULT_KINDS["FlowSchema"], "applied too"
 
 
 @pytest.mark.parametrize(("switch", "crd"), CRD_SWITCHES.items(), ids=CRD_SWITCHES.keys())
@@ -861,6 +1104,8 @@ async def test_the_charts_rbac_is_enough_for_koordpy(
 
             lease = await client.CoordinationV1Api(kube_api).read_namespaced_lease(installed["lease"], ns)
             assert lease.spec.holder_identity == identity
+        await _classified_by_the_charts_flow_schemas(kube_api, control_plane, installed, token.status.token)
+        await _gangs_and_quotas_writable_as_the_crds_need(kube_api, ns, pod_spec.service_account_name)
         for command, path in logs.items():
             lines = path.read_text(errors="replace").splitlines()
             forbidden = [line for line in lines if re.search(r"\b403\b|forbidden", line, re.I)]
@@ -871,6 +1116,95 @@ async def test_the_charts_rbac_is_enough_for_koordpy(
         for name in (low, high):
             with contextlib.suppress(ApiException):
                 await scheduling.delete_priority_class(name)
+
+
+async def _classified_by_the_charts_flow_schemas(
+    kube_api: client.ApiClient, control_plane: ControlPlane, installed: dict, token: str
+) -> None:
+    """The apiserver takes the release's FlowSchemas (their priority levels exist: not dangling)
+    and classifies koordpy's requests with them, as its APF response headers say: a list into
+    workload-high, a read of its Lease into leader-election."""
+    ns = installed["namespace"]
+    flowcontrol = client.FlowcontrolApiserverV1Api(kube_api)
+    selector = f"app.kubernetes.io/instance={installed['release']}"
+    schemas = {
+        fs.spec.priority_level_configuration.name: fs
+        for fs in (await flowcontrol.list_flow_schema(label_selector=selector)).items
+    }
+    assert schemas.keys() == {"workload-high", "leader-election"}
+    levels = {
+        name: (await flowcontrol.read_priority_level_configuration(name)).metadata.uid for name in schemas
+    }
+
+    async def none_dangling() -> bool:
+        for fs in (await flowcontrol.list_flow_schema(label_selector=selector)).items:
+            dangling = [
+                c for c in (fs.status.conditions if fs.status else None) or [] if c.type == "Dangling"
+            ]
+            if [c.status for c in dangling] != ["False"]:
+                return False
+        return True
+
+    await eventually(none_dangling, what="the release's FlowSchemas to be taken (Dangling=False)")
+    requests = {
+        "workload-high": f"/api/v1/namespaces/{ns}/pods?limit=1",
+        "leader-election": f"/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{installed['lease']}",
+    }
+    tls = ssl.create_default_context(cafile=str(control_plane.ca_file))
+    async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {token}"}) as http:
+        for level, path in requests.items():
+
+            async def classified(level: str = level, path: str = path) -> bool:
+                async with http.get(control_plane.server + path, ssl=tls) as response:
+                    assert response.status == 200, await response.text()
+                    return (
+                        response.headers.get("X-Kubernetes-PF-FlowSchema-UID"),
+                        response.headers.get("X-Kubernetes-PF-PriorityLevel-UID"),
+                    ) == (schemas[level].metadata.uid, levels[level])
+
+            await eventually(classified, what=f"koordpy's request {path} to be classified into {level}")
+
+
+async def _gangs_and_quotas_writable_as_the_crds_need(
+    kube_api: client.ApiClient, ns: str, account: str
+) -> None:
+    """What the installed ClusterRole lets koordpy write, asked of the apiserver's authorizer: the
+    status of gangs and quotas, and Koordinator's quotas as objects (their annotations), but no whole
+    PodGroup (rbac.statusWithoutSubresource is false) and no update of anything."""
+    expected = {
+        (SIGS, "podgroups", "status", "patch"): True,
+        (X_K8S, "podgroups", "status", "patch"): True,
+        (SIGS, "podgroups", "", "patch"): False,
+        (X_K8S, "podgroups", "", "patch"): False,
+        (SIGS, "podgroups", "", "update"): False,
+        (SIGS, "podgroups", "status", "update"): False,
+        (SIGS, "elasticquotas", "status", "patch"): True,
+        (X_K8S, "elasticquotas", "status", "patch"): True,
+        (SIGS, "elasticquotas", "", "patch"): True,
+        (X_K8S, "elasticquotas", "", "patch"): False,
+        (SIGS, "elasticquotas", "", "update"): False,
+    }
+    authorization = client.AuthorizationV1Api(kube_api)
+    allowed = {}
+    for group, resource, subresource, verb in expected:
+        review = await authorization.create_subject_access_review(
+            client.V1SubjectAccessReview(
+                spec=client.V1SubjectAccessReviewSpec(
+                    user=f"system:serviceaccount:{ns}:{account}",
+                    groups=["system:serviceaccounts", f"system:serviceaccounts:{ns}", "system:authenticated"],
+                    resource_attributes=client.V1ResourceAttributes(
+                        group=group,
+                        resource=resource,
+                        subresource=subresource,
+                        verb=verb,
+                        namespace=ns,
+                        name="any",
+                    ),
+                )
+            )
+        )
+        allowed[(group, resource, subresource, verb)] = bool(review.status.allowed)
+    assert allowed == expected
 
 
 async def _scrape_as_the_chart_allows(core: client.CoreV1Api, ns: str, port: int) -> None:
@@ -1021,3 +1355,37 @@ async def _exercise(
         if created:
             with contextlib.suppress(ApiException):
                 await custom.delete_cluster_custom_object(*topology)
+
+    # the ElasticQuota operator, with the chart's CRDs: a quota whose min is above its max gets
+    # Valid=False, through the object where the CRD serves no status subresource (Koordinator's
+    # scheduling.sigs.k8s.io, patch elasticquotas) and through the subresource where it serves one
+    # (scheduler-plugins' scheduling.x-k8s.io, patch elasticquotas/status); a Warning event each
+    quota = f"chart-bad-{node_label}"
+    groups = (SIGS, X_K8S)
+    try:
+        for group in groups:
+            await custom.create_namespaced_custom_object(
+                group,
+                "v1alpha1",
+                ns,
+                "elasticquotas",
+                {
+                    "apiVersion": f"{group}/v1alpha1",
+                    "kind": "ElasticQuota",
+                    "metadata": {"name": quota},
+                    "spec": {"min": {"cpu": "4"}, "max": {"cpu": "2"}},
+                },
+            )
+        for group in groups:
+
+            async def invalid(group: str = group) -> bool:
+                alive()
+                obj = await custom.get_namespaced_custom_object(group, "v1alpha1", ns, "elasticquotas", quota)
+                conditions = (obj.get("status") or {}).get("conditions") or []
+                return any(c["type"] == "Valid" and c["status"] == "False" for c in conditions)
+
+            await eventually(invalid, what=f"the ElasticQuota operator to write Valid=False on {group}")
+    finally:
+        for group in groups:
+            with contextlib.suppress(ApiException):
+                await custom.delete_namespaced_custom_object(group, "v1alpha1", ns, "elasticquotas", quota)
