@@ -592,6 +592,14 @@ class SchedulerMetrics:
             ["name"],
             registry=r,
         )
+        self.lease_renewal_interval = Histogram(
+            "koordpy_leader_election_renewal_interval_seconds",
+            "Seconds between successive renewals of the held Lease (every retry period when healthy; "
+            "the renew deadline is the most before leadership is given up).",
+            ["name"],
+            buckets=(0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 15.0),
+            registry=r,
+        )
         self.bindings = Counter(
             "koordpy_bindings_total",
             "Binding API calls by result: 'success', or 'error' when the apiserver refused or the call "
@@ -785,6 +793,9 @@ class SchedulerMetrics:
 
     def set_leader(self, lease: str, is_leader: bool) -> None:
         self.leader.labels(lease).set(1.0 if is_leader else 0.0)
+
+    def lease_renewed(self, lease: str, interval: float) -> None:
+        self.lease_renewal_interval.labels(lease).observe(interval)
 
     # ------------------------------------------------------------------ gangs and GPUs
     def gang_event(self, event: str, value: float) -> None:

@@ -224,8 +224,12 @@ async def run_operators(
     shutdown_timeout: float = 10.0,
     signal_handler: Callable[[], object] | None = None,
     master: str | None = None,
+    fence: Callable[[], bool] | None = None,
 ) -> None:
     """Run the operators on the running event loop until `stop` is set.
+
+    `fence`, when given, is asked before each status write is sent (`KubeApi.fence`): the
+    scheduler's leadership, so that a deposed instance writes no status.
 
     `signal_handler` is the program's own handler of SIGINT and SIGTERM: kopf installs its own at
     startup, and this one is put back in their place.
@@ -249,6 +253,7 @@ async def run_operators(
         return await connection_info(configuration)
 
     api = KubeApi(configuration)
+    api.fence = fence
     try:
         await _run_with(api, registry, stop, ready, facts, shutdown_timeout, signal_handler)
     finally:

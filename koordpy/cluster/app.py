@@ -15,7 +15,7 @@ import logging
 import signal
 import socket
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -33,14 +33,14 @@ from koordpy.cluster.auth import (
     path_matcher,
 )
 from koordpy.cluster.http import PING, Endpoints, Guard, HealthCheck, Listener
-from koordpy.cluster.leader import LeaderElector, LeaseSettings
+from koordpy.cluster.leader import ElectionThread, LeaseSettings
 from koordpy.cluster.serving import CertificateError, ServingCertificate
 from koordpy.cluster.world import KubeWorld
 from koordpy.config.models import SchedulerConfiguration
 from koordpy.framework.clock import RealClock
 from koordpy.kubeapi.client import TRANSPORT_ERRORS, ApiError, KubeApi
 from koordpy.kubeapi.credentials import CredentialsError, load_configuration
-from koordpy.kubeapi.informer import ALL_PODS, PODS, WATCHED
+from koordpy.kubeapi.informer import ALL_PODS, PODS, WATCHED, Backoff
 from koordpy.kubeapi.ratelimit import client_rate_limiter
 from koordpy.metrics import SchedulerMetrics
 from koordpy.scheduler import Scheduler
@@ -70,24 +70,47 @@ class StartupError(Exception):
         self.code = code
 
 
-async def wait_for_api_server(api: KubeApi, timeout: float) -> None:
-    """Return once the API server answers (`GET /version`); raise StartupError when the answer
-    is a refusal of the credentials or a certificate that is not trusted, at once, or when nothing
-    answers within `timeout` seconds (an API server starting at the same time gets that long)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    said = False
+# the first answer of the API server may be slow (one starting, or throttled): each try waits longer
+VERSION_TIMEOUT_FIRST, VERSION_TIMEOUT_MAX = 5.0, 60.0
+
+
+@dataclass(slots=True)
+class ApiServerReach:
+    """Whether the API server has answered yet: a /readyz check until it has."""
+
+    problem: str | None = "the API server has not answered yet"
+
+    def check(self) -> str | None:
+        return self.problem
+
+
+async def wait_for_api_server(
+    api: KubeApi,
+    reach: ApiServerReach,
+    backoff: Backoff | None = None,
+    first_timeout: float = VERSION_TIMEOUT_FIRST,
+) -> None:
+    """Return once the API server answers (`GET /version`), however long that takes: one that is
+    unreachable, failing or slow is tried again with backoff (and reported by `reach`), as
+    kube-scheduler's clients keep trying; raise StartupError at once for what waiting cannot mend,
+    a refusal of the credentials or a certificate that is not trusted."""
+    backoff = backoff or Backoff(initial=0.5, maximum=10.0)
+    request_timeout = first_timeout
     where = f"the API server at {api.base}"
+    tries = 0
     while True:
+        tries += 1
         try:
-            await api.request("GET", "/version", timeout=max(1.0, min(5.0, timeout)))
+            await api.request("GET", "/version", timeout=request_timeout)
+            reach.problem = None
             return
         except ApiError as err:
             if err.status == 401:
                 raise StartupError(
                     f"{where} refused the credentials ({err}); check the kubeconfig's user"
                 ) from None
-            if err.status < 500:
+            if err.status < 500 and err.status != 429:
+                reach.problem = None
                 return
             why = str(err)
         except aiohttp.ClientConnectorCertificateError as err:
@@ -99,16 +122,15 @@ async def wait_for_api_server(api: KubeApi, timeout: float) -> None:
             raise StartupError(f"{where} did not answer as a Kubernetes API server") from None
         except TRANSPORT_ERRORS as err:
             why = str(err) or type(err).__name__
-        remaining = deadline - loop.time()
-        if remaining <= 0:
-            raise StartupError(
-                f"cannot reach {where}: {why}; check --master or the kubeconfig's server, and that "
-                "the API server is running"
-            )
-        if not said and (v2 := klog.v(2)):
-            v2.info("Waiting for the API server", server=api.base, err=why)
-            said = True
-        await asyncio.sleep(min(1.0, remaining))
+            if isinstance(err, TimeoutError):
+                why = f"no answer within {request_timeout:.0f}s"
+                request_timeout = min(VERSION_TIMEOUT_MAX, 2 * request_timeout)
+        reach.problem = f"cannot reach {where}: {why}"
+        if tries == 1:
+            klog.warning("Waiting for the API server", server=api.base, err=why)
+        elif v2 := klog.v(2):
+            v2.info("Waiting for the API server", server=api.base, err=why, tries=tries)
+        await asyncio.sleep(backoff.next())
 
 
 def default_identity() -> str:
@@ -126,8 +148,6 @@ class RunOptions:
     # client-go's token bucket for every API request (clientConnection.qps and burst)
     qps: float = 50.0
     burst: int = 100
-    # how long start-up waits for an API server that does not answer before giving up
-    api_wait: float = 15.0
     leader_elect: bool = False
     lease_name: str = "koordpy"
     lease_namespace: str = "kube-system"
@@ -153,7 +173,8 @@ class RunOptions:
     token_cache_ttl: float = TOKEN_CACHE_SECONDS
     allowed_cache_ttl: float = ALLOWED_CACHE_SECONDS
     denied_cache_ttl: float = DENIED_CACHE_SECONDS
-    shutdown_timeout: float = 15.0
+    # SIGTERM: bindings in flight, then queued writes get this long; kube-scheduler stops at once
+    shutdown_timeout: float = 1.5
     identity: str = field(default_factory=default_identity)
     # the PodGroup and ClusterNetworkTopology status operators, in this process and event loop
     operators: bool = True
@@ -163,11 +184,18 @@ class EmbeddedOperators:
     """The status operators beside the scheduler. They read pods and nodes from the world's own
     informers, and only the instance that schedules runs them (only it writes status)."""
 
-    def __init__(self, options: RunOptions, world: KubeWorld, on_signal: Callable[[], object]) -> None:
+    def __init__(
+        self,
+        options: RunOptions,
+        world: KubeWorld,
+        on_signal: Callable[[], object],
+        fence: Callable[[], bool] | None = None,
+    ) -> None:
         from operators.facts import ClusterFacts
 
         self._options = options
         self._on_signal = on_signal
+        self._fence = fence
         self.facts: ClusterFacts = ClusterFacts()
         world.pod_watchers.append(self.facts.on_pod)
         world.node_watchers.append(self.facts.on_node)
@@ -191,6 +219,7 @@ class EmbeddedOperators:
                 facts=self.facts,
                 # kopf takes the signal handlers at start-up; these go back in their place
                 signal_handler=self._on_signal,
+                fence=self._fence,
             )
         except Exception:  # the status operators failing must not stop the scheduling
             log.exception("the status operators stopped; the scheduler goes on without them")
@@ -203,7 +232,11 @@ class EmbeddedOperators:
             self._task.cancel()
 
 
-def _elector(api: KubeApi, options: RunOptions, metrics: SchedulerMetrics) -> LeaderElector | None:
+# the Lease client's connections: one request at a time, and one spare for a release at shutdown
+LEASE_CONNECTIONS = 2
+
+
+def _elector(api: KubeApi, options: RunOptions, metrics: SchedulerMetrics) -> ElectionThread | None:
     if not options.leader_elect:
         return None
     settings = LeaseSettings(
@@ -214,11 +247,20 @@ def _elector(api: KubeApi, options: RunOptions, metrics: SchedulerMetrics) -> Le
         renew_deadline=options.renew_deadline,
         retry_period=options.retry_period,
     )
-    return LeaderElector(api, settings, metrics)
+
+    def lease_client() -> KubeApi:
+        # the same credentials and the same limits as kube-scheduler's leader-election client, but
+        # a token bucket of its own: the Lease never waits behind the scheduler's writes
+        client = KubeApi(api.configuration, connections=LEASE_CONNECTIONS)
+        client.rate_limiter = client_rate_limiter(options.qps, options.burst)
+        client.observe_request = api.observe_request
+        return client
+
+    return ElectionThread(lease_client, settings, metrics)
 
 
 def _health_checks(
-    world: KubeWorld, elector: LeaderElector | None, stop: asyncio.Event
+    world: KubeWorld, elector: ElectionThread | None, stop: asyncio.Event, reach: ApiServerReach
 ) -> tuple[list[HealthCheck], list[HealthCheck]]:
     """The checks of /healthz (and /livez) and of /readyz, under kube-scheduler's names where it has
     them (leaderElection, shutdown, sched-handler-sync), and koordpy's own `scheduler`: the
@@ -245,6 +287,7 @@ def _health_checks(
     readyz = [
         *election,
         HealthCheck("shutdown", shutdown),
+        HealthCheck("api-server", reach.check),
         HealthCheck("sched-handler-sync", handlers_synced),
         sound,
     ]
@@ -383,6 +426,9 @@ async def run(options: RunOptions) -> int:
     api.rate_limiter = client_rate_limiter(options.qps, options.burst)
     api.observe_request = metrics.api_request
     elector = _elector(api, options, metrics)
+    if elector is not None:
+        # every write is asked, immediately before it is sent, whether this instance still leads
+        api.fence = elector.is_leader
     # the embedded operators count finished members too, so the pods are watched whole; the
     # scheduler still hears of a finished pod as a deletion
     resources = tuple(ALL_PODS if r is PODS and options.operators else r for r in WATCHED)
@@ -395,12 +441,14 @@ async def run(options: RunOptions) -> int:
         resources=resources,
     )
     stop = asyncio.Event()
-    operators = EmbeddedOperators(options, world, stop.set) if options.operators else None
+    fence = elector.is_leader if elector is not None else None
+    operators = EmbeddedOperators(options, world, stop.set, fence) if options.operators else None
     if elector is not None:
         elector.on_started.append(world.wake)
         if operators is not None:
             elector.on_started.append(operators.start)
-    healthz, readyz = _health_checks(world, elector, stop)
+    reach = ApiServerReach()
+    healthz, readyz = _health_checks(world, elector, stop, reach)
     # the configuration in use (flags applied) does not change while running
     configz = options.config.model_dump(mode="json", exclude_none=True)
     endpoints = Endpoints(metrics, healthz=healthz, readyz=readyz, configz=lambda: configz)
@@ -412,7 +460,8 @@ async def run(options: RunOptions) -> int:
         credentials = await review_credentials(options, api) if options.secure_port else None
         serving = Serving.build(options, api, endpoints, credentials)
         await serving.start()
-        await wait_for_api_server(api, options.api_wait)
+        if not await _unless_stopped(wait_for_api_server(api, reach), stop):
+            return EXIT_OK
         # after the checks that can stop start-up, so that a failed start says one thing only
         klog.info(
             "Starting koordpy",
@@ -431,10 +480,44 @@ async def run(options: RunOptions) -> int:
         await api.close()
 
 
+async def _unless_stopped(work: Coroutine[Any, Any, None], stop: asyncio.Event) -> bool:
+    """Run `work` until it ends (True) or until `stop` is set first (False)."""
+    task = asyncio.ensure_future(work)
+    stopped = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait([task, stopped], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopped.cancel()
+    if task.done():
+        task.result()
+        return True
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    return False
+
+
+# after the lease is lost the operators' writes are fenced off: they are given a moment, not the
+# shutdown timeout
+LOST_OPERATORS_TIMEOUT = 1.0
+
+
+def _say_cancelled(cancelled: dict[str, list[str]]) -> None:
+    """What leadership's loss cancelled: counts always, the objects at -v=2."""
+    klog.error(
+        "Leadership lost: cancelled queued writes",
+        **{lane.replace(" ", "_"): len(items) for lane, items in cancelled.items()},
+    )
+    if v2 := klog.v(2):
+        for lane, items in cancelled.items():
+            if items:
+                v2.info("Cancelled on leadership loss", lane=lane, objects=items)
+
+
 async def _serve(
     options: RunOptions,
     world: KubeWorld,
-    elector: LeaderElector | None,
+    elector: ElectionThread | None,
     operators: EmbeddedOperators | None,
     stop: asyncio.Event,
 ) -> int:
@@ -445,15 +528,15 @@ async def _serve(
     await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
     if not stopped.done():
         # the election ended: another instance may be the leader already, so not one more write
-        # from here (kube-scheduler exits the same way)
-        world.halt()
+        # from here (kube-scheduler exits the same way); the fence already refuses every write
+        _say_cancelled(world.abandon())
         if operators is not None:
-            await operators.stop(options.shutdown_timeout)
+            await operators.stop(LOST_OPERATORS_TIMEOUT)
         for waiter in waiters:
             if waiter.done() and not waiter.cancelled() and waiter.exception() is not None:
                 log.error("leader election failed", exc_info=waiter.exception())
             waiter.cancel()
-        log.error("leader election lost; exiting")
+        klog.error("Leaderelection lost")
         return EXIT_LEADERSHIP_LOST
     log.info("shutting down")
     # scheduling first (nothing half-bound), then the operators, then the lease

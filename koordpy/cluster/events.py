@@ -143,6 +143,11 @@ class _Pending:
     controller: str
 
 
+def _subject(pending: _Pending) -> str:
+    namespace, name = pending.regarding.get("namespace"), pending.regarding.get("name")
+    return f"{pending.reason} {namespace}/{name}" if namespace else f"{pending.reason} {name}"
+
+
 class EventRecorder:
     def __init__(
         self,
@@ -175,6 +180,10 @@ class EventRecorder:
 
     def queued(self) -> int:
         return len(self._queue) + self._active
+
+    def queued_events(self) -> list[str]:
+        """The events waiting to be written, as `reason namespace/name`."""
+        return [_subject(p) for p in self._queue]
 
     def record(
         self,

@@ -374,9 +374,10 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
     own.add_argument(
         "--shutdown-timeout",
         type=parse_seconds,
-        default=15.0,
+        default=1.5,
         metavar="SECONDS",
-        help="seconds to wait for bindings in flight on SIGTERM (15)",
+        help="seconds SIGTERM waits for bindings in flight and then the queued status writes and "
+        "events, before the lease is released and the process exits (1.5)",
     )
     own.add_argument(
         "--operators",

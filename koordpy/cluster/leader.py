@@ -11,10 +11,13 @@ gives up before anyone else may take over: a pod is never bound by two leaders a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import random
+import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +26,9 @@ from koordpy.kubeapi.client import TRANSPORT_ERRORS, ApiError, KubeApi, micro_ti
 from koordpy.metrics import SchedulerMetrics
 
 log = logging.getLogger(__name__)
+
+# renewal intervals kept in memory for a look at the latest; the histogram metric has them all
+RENEWAL_GAPS_KEPT = 64
 
 # client-go's JitterFactor for the acquire loop: standbys do not all knock at once
 JITTER = 1.2
@@ -69,6 +75,8 @@ class LeaderElector:
         self.acquired = asyncio.Event()
         self.lost = asyncio.Event()
         self.on_started: list[Callable[[], None]] = []
+        # told the seconds since the previous renewal each time the lease is renewed
+        self.on_renewed: Callable[[float], None] | None = None
         self._observed: _Observed | None = None
         self._leading = False
         # monotonic time of the last successful renewal
@@ -225,6 +233,8 @@ class LeaderElector:
         spec = dict(lease.get("spec") or {})
         rv = str((lease.get("metadata") or {}).get("resourceVersion") or "")
         self._observed = _Observed(spec, rv, started)
+        if self._leading and self.on_renewed is not None:
+            self.on_renewed(started - self._renewed_at)
         # measured from before the request: the lease may have been valid for others' clocks
         # since the moment it was sent
         self._renewed_at = started
@@ -257,3 +267,120 @@ class LeaderElector:
         finally:
             if self.metrics is not None:
                 self.metrics.set_leader(s.name, False)
+
+
+class ElectionThread:
+    """A LeaderElector on a thread and an event loop of its own, with an API client of its own.
+
+    The scheduling loop's CPU work and the write backlog share the main event loop and the main
+    client's token bucket; a renewal queued behind them lost the lease under load. Here the Lease
+    requests wait for nothing but their own rate limit (kube-scheduler gives its lock a client of
+    its own for the same reason), and the GIL hands this thread the interpreter every switch
+    interval however busy the main loop is. `is_leader` may be read from any thread; `acquired`,
+    `lost` and `on_started` belong to the main loop, told from here thread-safely."""
+
+    def __init__(
+        self,
+        make_api: Callable[[], KubeApi],
+        settings: LeaseSettings,
+        metrics: SchedulerMetrics | None = None,
+    ) -> None:
+        self._make_api = make_api
+        self.settings = settings
+        self._metrics = metrics
+        self.acquired = asyncio.Event()
+        self.lost = asyncio.Event()
+        self.on_started: list[Callable[[], None]] = []
+        self._elector: LeaderElector | None = None
+        self._main: asyncio.AbstractEventLoop | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._done: asyncio.Future[None] | None = None
+        self._release_requested = threading.Event()
+        # the latest seconds between successive renewals (the metric keeps them all)
+        self.renewal_gaps: deque[float] = deque(maxlen=RENEWAL_GAPS_KEPT)
+        if metrics is not None:
+            metrics.set_leader(settings.name, False)
+
+    def is_leader(self) -> bool:
+        elector = self._elector
+        return elector is not None and elector.is_leader()
+
+    async def run(self) -> None:
+        """Start the election's thread; return when the lease is lost (`lost` is set then)."""
+        self._main = asyncio.get_running_loop()
+        self._done = self._main.create_future()
+        self._thread = threading.Thread(target=self._thread_main, name="leader-election", daemon=True)
+        self._thread.start()
+        await asyncio.shield(self._done)
+
+    def _thread_main(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        try:
+            loop.run_until_complete(self._elect())
+        finally:
+            loop.close()
+
+    async def _elect(self) -> None:
+        api = self._make_api()
+        elector = LeaderElector(api, self.settings, self._metrics)
+        elector.on_renewed = self._renewed
+        elector.on_started.append(lambda: self._to_main(self._started))
+        self._elector = elector
+        outcome: BaseException | None = None
+        try:
+            await elector.run()
+        except asyncio.CancelledError:
+            pass  # release(): the lease is handed back below
+        except Exception as err:  # a fault of the election is the loss of it
+            outcome = err
+            log.exception("leader election failed")
+        try:
+            if self._release_requested.is_set():
+                await elector.release()
+        finally:
+            await api.close()
+            self._to_main(lambda: self._finish(outcome))
+
+    def _renewed(self, gap: float) -> None:
+        self.renewal_gaps.append(gap)
+        if self._metrics is not None:
+            self._metrics.lease_renewed(self.settings.name, gap)
+
+    def _to_main(self, call: Callable[[], None]) -> None:
+        main = self._main
+        if main is not None and not main.is_closed():
+            main.call_soon_threadsafe(call)
+
+    def _started(self) -> None:
+        self.acquired.set()
+        for callback in self.on_started:
+            callback()
+
+    def _finish(self, outcome: BaseException | None) -> None:
+        if not self._release_requested.is_set():
+            self.lost.set()
+        if self._done is not None and not self._done.done():
+            if outcome is not None:
+                self._done.set_exception(outcome)
+            else:
+                self._done.set_result(None)
+
+    async def release(self, timeout: float = 5.0) -> None:
+        """Stop electing and hand the lease back when it is held (a clean shutdown)."""
+        self._release_requested.set()
+        loop, thread = self._loop, self._thread
+        if loop is None or thread is None:
+            return
+        with contextlib.suppress(RuntimeError):  # its loop already ended
+            loop.call_soon_threadsafe(_cancel_all, loop)
+        if self._done is not None:
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(self._done), timeout)
+        await asyncio.to_thread(thread.join, 1.0)
+
+
+def _cancel_all(loop: asyncio.AbstractEventLoop) -> None:
+    for task in asyncio.all_tasks(loop):
+        task.cancel()

@@ -172,6 +172,8 @@ class KubeWorld:
         self._stopping = False
         self._tasks: list[asyncio.Task[None]] = []
         self._bindings: set[asyncio.Task[None]] = set()
+        # the pod each binding task binds, to say which were cancelled
+        self._binding_pods: dict[asyncio.Task[None], str] = {}
         self._writes: set[asyncio.Task[None]] = set()
         # the latest eviction task per victim: its condition and its deletion are carried out in order
         self._victim_chain: dict[str, asyncio.Task[None]] = {}
@@ -236,6 +238,17 @@ class KubeWorld:
     def in_flight(self) -> int:
         return len(self._bindings)
 
+    def abandon(self) -> dict[str, list[str]]:
+        """Leadership lost: stop at once, and say what was queued and is now cancelled, by lane."""
+        cancelled = {
+            "bindings": sorted(pod for task, pod in self._binding_pods.items() if not task.done()),
+            "pod status writes": self.status_writes.queued_pods(),
+            "events": self.events.queued_events(),
+            "preemptions": sorted(pod for pod, task in self._victim_chain.items() if not task.done()),
+        }
+        self.halt()
+        return cancelled
+
     def halt(self) -> None:
         """Stop at once (leadership lost): no further cycle, no further write."""
         self._stopping = True
@@ -267,7 +280,10 @@ class KubeWorld:
             + sum(not t.done() for t in (*self._bindings, *self._writes))
         )
         if still:
-            log.warning("%d API call(s) still waiting after %.0fs; abandoning them", still, timeout)
+            log.warning("%d API call(s) still waiting after %.1fs; abandoning them", still, timeout)
+        # events are best-effort, as kube's broadcaster makes them: what is left is counted as dropped
+        if dropped := self.events.queued():
+            self.metrics.events_dropped.inc(dropped)
         for task in (*self._bindings, *self._writes, *self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, *self._bindings, *self._writes, return_exceptions=True)
@@ -404,7 +420,9 @@ class KubeWorld:
     def _apply(self, effects: list[Effect]) -> None:
         for effect in effects:
             if isinstance(effect, Bind):
-                self._spawn(self._bind(effect), self._bindings)
+                task = self._spawn(self._bind(effect), self._bindings)
+                self._binding_pods[task] = effect.pod.key
+                task.add_done_callback(self._binding_pods.pop)
             elif isinstance(effect, PodUnschedulable):
                 self.status_writes.mark(
                     effect.pod,
@@ -426,10 +444,13 @@ class KubeWorld:
                     controller=effect.pod.scheduler_name,
                 )
 
-    def _spawn(self, coro: Coroutine[Any, Any, None], group: set[asyncio.Task[None]]) -> None:
+    def _spawn(
+        self, coro: Coroutine[Any, Any, None], group: set[asyncio.Task[None]]
+    ) -> asyncio.Task[None]:
         task = asyncio.create_task(coro)
         group.add(task)
         task.add_done_callback(group.discard)
+        return task
 
     def _chain_victim(self, key: str, call: Callable[[], Coroutine[Any, Any, None]]) -> None:
         previous = self._victim_chain.get(key)

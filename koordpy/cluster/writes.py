@@ -139,6 +139,10 @@ class PodStatusWriter:
     def queued(self) -> int:
         return len(self._marks) + len(self._writing)
 
+    def queued_pods(self) -> list[str]:
+        """The pods whose status is waiting to be written or being written."""
+        return sorted({*self._marks, *self._writing})
+
     def _busy(self) -> bool:
         """Whether anything but parked refreshes waits or is being written."""
         return bool(self._writing) or len(self._marks) > len(self._parked)

@@ -63,6 +63,15 @@ class ApiError(Exception):
         return ApiError(status, reason, message)
 
 
+class NotLeader(ApiError):
+    """A write refused before it was sent: this instance no longer holds the leadership its writes
+    are fenced by (`KubeApi.fence`). An ApiError, so every caller already handles it, with no HTTP
+    status: nothing reached the API server."""
+
+    def __init__(self, method: str, path: str) -> None:
+        super().__init__(0, "NotLeader", f"{method} {path} not sent: leadership lost")
+
+
 # what a request may fail with besides ApiError: the apiserver unreachable, the connection cut,
 # a reply that is not JSON
 TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (aiohttp.ClientError, TimeoutError, OSError, ValueError)
@@ -139,6 +148,12 @@ class KubeApi:
         self.observe_request: RequestObserver | None = None
         # client-go's client-side token bucket (koordpy.kubeapi.ratelimit); None: no limit
         self.rate_limiter: TokenBucket | None = None
+        # whether a write may be sent, asked immediately before each non-GET request goes on the
+        # wire (after the rate limiter's wait, which can be long): a leader-elected instance fences
+        # its writes by its leadership, so a deposed or paused leader's backlog is never sent
+        self.fence: Callable[[], bool] | None = None
+        # writes the fence refused, by method
+        self.fenced: dict[str, int] = {}
         # client-go's `host` label: the apiserver's host:port
         self.host = urlsplit(self.base).netloc
 
@@ -174,12 +189,16 @@ class KubeApi:
         content_type: str,
         timeout: aiohttp.ClientTimeout,
     ) -> aiohttp.ClientResponse:
+        headers = await self._headers(content_type)
+        if method != "GET" and self.fence is not None and not self.fence():
+            self.fenced[method] = self.fenced.get(method, 0) + 1
+            raise NotLeader(method, path)
         return await self._session.request(
             method,
             self.base + path,
             params=query or None,
             data=None if body is None else encode(body),
-            headers=await self._headers(content_type),
+            headers=headers,
             timeout=timeout,
             proxy=self.proxy,
             server_hostname=self._server_hostname,
@@ -204,9 +223,13 @@ class KubeApi:
         if self.rate_limiter is not None:
             await self.rate_limiter.wait()
             throttled = time.perf_counter() - start
-        code = "<error>"
+        code: str | None = "<error>"
         try:
-            response = await self._send(method, path, query, body, content_type, timeout)
+            try:
+                response = await self._send(method, path, query, body, content_type, timeout)
+            except NotLeader:
+                code = None  # never sent: not a request
+                raise
             code = str(response.status)
             if watch:
                 return response, b""
@@ -215,7 +238,7 @@ class KubeApi:
             finally:
                 response.release()
         finally:
-            if self.observe_request is not None:
+            if self.observe_request is not None and code is not None:
                 seconds = None if watch else time.perf_counter() - start
                 self.observe_request(method, code, self.host, seconds, throttled)
 

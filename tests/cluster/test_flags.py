@@ -7,10 +7,13 @@ are one line on standard error and an exit status."""
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import socket
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 import yaml
 
@@ -19,6 +22,8 @@ from koordpy.cluster import flags
 from koordpy.cluster.app import RunOptions, StartupError, run
 from koordpy.cluster.serving import generate_self_signed
 from koordpy.config.models import read_configuration
+from tests.support.controlplane import free_port
+from tests.support.polling import eventually
 
 V1 = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"}
 
@@ -304,19 +309,70 @@ def test_an_invalid_flag_is_one_line_and_exit_2(
     assert line.startswith("koordpy: invalid flag: ") and says in line
 
 
-def test_an_api_server_that_does_not_answer_stops_start_up() -> None:
+async def test_an_api_server_that_does_not_answer_is_waited_for_and_reported_not_ready() -> None:
+    """kube-scheduler's clients keep trying an API server that is not there yet; so does start-up,
+    saying so in /readyz, and SIGTERM still stops it."""
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]
     config = read_configuration({**V1, "profiles": [{"schedulerName": "koord-scheduler"}]}).config
     assert config is not None
+    http_port = free_port()
     options = RunOptions(
-        config, master=f"http://127.0.0.1:{port}", secure_port=0, api_wait=0.0, operators=False
+        config,
+        master=f"http://127.0.0.1:{port}",
+        secure_port=0,
+        insecure_port=http_port,
+        bind_address="127.0.0.1",
+        leader_elect=False,
+        operators=False,
     )
-    with pytest.raises(StartupError) as failed:
-        asyncio.run(run(options))
-    assert str(failed.value).startswith(f"cannot reach the API server at http://127.0.0.1:{port}: ")
-    assert failed.value.code == 1
+    running = asyncio.ensure_future(run(options))
+
+    async def readyz() -> tuple[int, str]:
+        async with (
+            aiohttp.ClientSession() as http,
+            http.get(f"http://127.0.0.1:{http_port}/readyz?verbose") as answer,
+        ):
+            return answer.status, await answer.text()
+
+    async def reported() -> tuple[int, str] | None:
+        try:
+            status, body = await readyz()
+        except aiohttp.ClientError:
+            return None
+        return (status, body) if "[-]api-server failed" in body else None
+
+    status, _ = await eventually(reported, timeout=20, what="/readyz naming the API server")
+    assert status == 500 and not running.done()
+    os.kill(os.getpid(), signal.SIGTERM)
+    assert await asyncio.wait_for(running, 10) == 0
+
+
+async def test_a_slow_first_answer_is_waited_for_with_longer_tries() -> None:
+    from koordpy.cluster.app import ApiServerReach, wait_for_api_server
+    from koordpy.kubeapi.informer import Backoff
+    from tests.support.fakeapi import FakeApiServer, Reply
+
+    async def slow(_request: object) -> Reply:
+        await asyncio.sleep(0.5)
+        return Reply(200, {"major": "1", "minor": "33"})
+
+    async with FakeApiServer() as fake:
+        fake.on("GET", "/version", slow)
+        reach = ApiServerReach()
+        waiting = asyncio.ensure_future(
+            wait_for_api_server(fake.client(), reach, Backoff(0.01, 0.01), first_timeout=0.15)
+        )
+
+        async def a_slow_try_said() -> bool:
+            return "no answer within" in (reach.problem or "")
+
+        await eventually(a_slow_try_said, what="a slow try reported")
+        await asyncio.wait_for(waiting, 10)
+        assert reach.problem is None
+        # 0.15 s, then 0.3 s, then 0.6 s: the third try outlasts the answer's half second
+        assert len(fake.matching("GET", "/version")) == 3
 
 
 @pytest.mark.parametrize(

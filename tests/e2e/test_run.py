@@ -693,7 +693,7 @@ async def test_losing_the_lease_exits_non_zero(
         await eventually(steal, what="the lease to be taken away")
         code = await asyncio.to_thread(proc.proc.wait, 10)
         assert code == 1, proc.log()
-        assert "leader election lost" in proc.log()
+        assert "Leaderelection lost" in proc.log()
     finally:
         proc.close()
 

@@ -273,6 +273,7 @@ def test_readyz_verbose_lists_each_check(served: Served) -> None:
     assert body == (
         "[+]leaderElection ok\n"
         "[+]shutdown ok\n"
+        "[+]api-server ok\n"
         "[+]sched-handler-sync ok\n"
         "[+]scheduler ok\n"
         "readyz check passed\n"
