@@ -633,7 +633,7 @@ class SchedulerMetrics:
             "koordpy_watch_restarts_total",
             "Watches that ended and were started again, by resource and reason "
             "('expired' re-lists after 410 Gone, 'error' backs off, 'closed' is the server's normal "
-            "timeout).",
+            "timeout, 'idle' resumes a watch that delivered nothing for --watch-idle-timeout).",
             ["resource", "reason"],
             registry=r,
         )

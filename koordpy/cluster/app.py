@@ -40,7 +40,7 @@ from koordpy.config.models import SchedulerConfiguration
 from koordpy.framework.clock import RealClock
 from koordpy.kubeapi.client import TRANSPORT_ERRORS, ApiError, KubeApi
 from koordpy.kubeapi.credentials import CredentialsError, load_configuration
-from koordpy.kubeapi.informer import ALL_PODS, PODS, WATCHED, Backoff
+from koordpy.kubeapi.informer import ALL_PODS, PODS, WATCH_IDLE_TIMEOUT, WATCHED, Backoff
 from koordpy.kubeapi.ratelimit import client_rate_limiter
 from koordpy.metrics import SchedulerMetrics
 from koordpy.scheduler import Scheduler
@@ -178,6 +178,8 @@ class RunOptions:
     identity: str = field(default_factory=default_identity)
     # the PodGroup and ClusterNetworkTopology status operators, in this process and event loop
     operators: bool = True
+    # a watch silent this long is resumed; an informer unheard from longer fails /readyz
+    watch_idle_timeout: float = WATCH_IDLE_TIMEOUT
 
 
 class EmbeddedOperators:
@@ -289,6 +291,7 @@ def _health_checks(
         HealthCheck("shutdown", shutdown),
         HealthCheck("api-server", reach.check),
         HealthCheck("sched-handler-sync", handlers_synced),
+        HealthCheck("informer-watch", lambda: "; ".join(world.blind_informers()) or None),
         sound,
     ]
     return healthz, readyz
@@ -439,6 +442,7 @@ async def run(options: RunOptions) -> int:
         options.identity,
         leading=elector.is_leader if elector is not None else None,
         resources=resources,
+        watch_idle_timeout=options.watch_idle_timeout,
     )
     stop = asyncio.Event()
     fence = elector.is_leader if elector is not None else None

@@ -28,19 +28,45 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from koordpy.api.duration import parse_duration
-from koordpy.api.errors import SpecError
 from koordpy.cluster.auth import ALLOWED_CACHE_SECONDS, DENIED_CACHE_SECONDS, TOKEN_CACHE_SECONDS
+from koordpy.cluster.flag_values import (
+    FlagError,
+    go_duration,
+    parse_bool,
+    parse_feature_gates,
+    parse_flag_duration,
+    parse_port,
+    parse_positive_duration,
+    parse_seconds,
+    parse_verbosity,
+)
 from koordpy.config.errors import ConfigError, Problem
 from koordpy.config.models import ClientConnection, LeaderElection, SchedulerConfiguration
+from koordpy.kubeapi.informer import WATCH_IDLE_TIMEOUT
 
 if TYPE_CHECKING:
     from koordpy.cluster.app import RunOptions
+
+# the values' readers and FlagError live in flag_values; importers of this module find them here too
+__all__ = [
+    "FlagError",
+    "add_run_flags",
+    "go_duration",
+    "parse_bool",
+    "parse_feature_gates",
+    "parse_flag_duration",
+    "parse_port",
+    "parse_positive_duration",
+    "parse_seconds",
+    "parse_verbosity",
+    "resolve",
+    "run_options",
+]
 
 # the profile `koordpy run` serves without --config: default-scheduler is the cluster's own
 RUN_PROFILE = "koord-scheduler"
@@ -64,119 +90,6 @@ REQUEST_HEADER_FLAGS = (
     "--requestheader-group-headers",
     "--requestheader-extra-headers-prefix",
 )
-
-
-class FlagError(ValueError):
-    """A flag value kube-scheduler would refuse (exit status 2)."""
-
-
-# ---------------------------------------------------------------------------------------------- values
-_TRUE = ("1", "t", "T", "TRUE", "true", "True")
-_FALSE = ("0", "f", "F", "FALSE", "false", "False")
-
-
-def parse_bool(text: str) -> bool:
-    """A boolean flag's value, as Go's strconv.ParseBool reads it."""
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    raise argparse.ArgumentTypeError(f'invalid argument "{text}": strconv.ParseBool: parsing "{text}"')
-
-
-def parse_flag_duration(text: str) -> str:
-    """A Go duration flag's value (kept as written: it is what --write-config-to records)."""
-    try:
-        seconds = parse_duration(text)
-    except SpecError:
-        raise argparse.ArgumentTypeError(
-            f'invalid argument "{text}": time: invalid duration "{text}" (write e.g. 15s, 1m30s, 500ms)'
-        ) from None
-    if seconds < 0:
-        raise argparse.ArgumentTypeError(f'invalid argument "{text}": must not be negative')
-    return text
-
-
-def parse_verbosity(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f'invalid argument "{text}": not a number') from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f'invalid argument "{text}": must be 0 or more')
-    return value
-
-
-def parse_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f'invalid argument "{text}": not a number of seconds') from None
-    if not 0 <= value < math.inf:
-        raise argparse.ArgumentTypeError(f'invalid argument "{text}": must be a finite number >= 0')
-    return value
-
-
-def parse_port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f'invalid argument "{text}": not a port number') from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f'invalid argument "{text}": must be between 0 and 65535')
-    return value
-
-
-def parse_feature_gates(text: str) -> tuple[tuple[str, bool], ...]:
-    """`--feature-gates`, as component-base's featureGate.Set reads it: `Name=bool` pairs split on
-    commas, blanks around each ignored."""
-    gates = []
-    for item in text.split(","):
-        item = item.strip()
-        if not item:
-            continue
-        name, sep, value = item.partition("=")
-        name, value = name.strip(), value.strip()
-        if not sep or not name:
-            raise argparse.ArgumentTypeError(
-                f'invalid argument "{text}": missing bool value for {name or item}'
-            )
-        try:
-            gates.append((name, parse_bool(value)))
-        except argparse.ArgumentTypeError:
-            raise argparse.ArgumentTypeError(
-                f'invalid argument "{text}": invalid value of {name}={value}, err: strconv.ParseBool'
-            ) from None
-    return tuple(gates)
-
-
-def go_duration(seconds: float) -> str:
-    """`seconds` as Go's time.Duration.String() writes it (`15s`, `1m30s`, `500ms`)."""
-    ns = round(seconds * 1e9)
-    if ns == 0:
-        return "0s"
-    sign = "-" if ns < 0 else ""
-    ns = abs(ns)
-    if ns < 1_000_000_000:
-        for unit, size in (("ms", 1_000_000), ("µs", 1_000), ("ns", 1)):
-            if ns >= size:
-                return f"{sign}{_fraction(ns, size)}{unit}"
-    hours, rest = divmod(ns, 3_600_000_000_000)
-    minutes, rest = divmod(rest, 60_000_000_000)
-    text = _fraction(rest, 1_000_000_000) + "s"
-    if hours or minutes:
-        text = f"{minutes}m{text}"
-    if hours:
-        text = f"{hours}h{text}"
-    return sign + text
-
-
-def _fraction(value: int, unit: int) -> str:
-    whole, frac = divmod(value, unit)
-    if not frac:
-        return str(whole)
-    digits = str(frac).rjust(len(str(unit)) - 1, "0").rstrip("0")
-    return f"{whole}.{digits}"
 
 
 # ---------------------------------------------------------------------------------------------- flags
@@ -378,6 +291,14 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="seconds SIGTERM waits for bindings in flight and then the queued status writes and "
         "events, before the lease is released and the process exits (1.5)",
+    )
+    own.add_argument(
+        "--watch-idle-timeout",
+        type=parse_positive_duration,
+        metavar="DURATION",
+        help="a watch that delivers nothing for this long (no event, no bookmark: the API server "
+        "sends one about every minute) is given up and resumed, and /readyz fails while an informer "
+        f"has not been heard from for longer ({go_duration(WATCH_IDLE_TIMEOUT)})",
     )
     own.add_argument(
         "--operators",
@@ -634,6 +555,7 @@ def run_options(args: argparse.Namespace, config: SchedulerConfiguration) -> Run
         allowed_cache_ttl=_seconds(args.authorization_webhook_cache_authorized_ttl, ALLOWED_CACHE_SECONDS),
         denied_cache_ttl=_seconds(args.authorization_webhook_cache_unauthorized_ttl, DENIED_CACHE_SECONDS),
         shutdown_timeout=args.shutdown_timeout,
+        watch_idle_timeout=_seconds(args.watch_idle_timeout, WATCH_IDLE_TIMEOUT),
         identity=args.identity or default_identity(),
         operators=args.operators,
     )

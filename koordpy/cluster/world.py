@@ -34,6 +34,7 @@ from koordpy.kubeapi.informer import (
     ADD,
     DELETE,
     UPDATE,
+    WATCH_IDLE_TIMEOUT,
     WATCHED,
     EventHandler,
     Informer,
@@ -128,6 +129,7 @@ class KubeWorld:
         leading: Callable[[], bool] | None = None,
         resources: tuple[Resource, ...] = WATCHED,
         plugin_metrics_sample_percent: int = PLUGIN_METRICS_SAMPLE_PERCENT,
+        watch_idle_timeout: float = WATCH_IDLE_TIMEOUT,
     ) -> None:
         self.api = api
         self.scheduler = scheduler
@@ -154,7 +156,7 @@ class KubeWorld:
             handler = self.integrity.guard(resource.kind, resource.api_version, self._handler_for(resource))
             handler = metrics.timed_handler(resource.kind, handler)
             self.informers[resource] = by_kind[resource.kind] = Informer(
-                api, resource, handler, metrics, hold=True
+                api, resource, handler, metrics, hold=True, watch_idle_timeout=watch_idle_timeout
             )
         # passes of the loop that failed one after another (each is retried after a pause)
         self.loop_failures_in_a_row = 0
@@ -191,6 +193,20 @@ class KubeWorld:
 
     def unsynced(self) -> list[str]:
         return [r.label for r, i in self.informers.items() if not i.synced.is_set()]
+
+    def blind_informers(self) -> list[str]:
+        """For /readyz: each informer that has not listed yet, or whose watch has not been heard
+        from for longer than its idle bound (down, or given up as silent and not answered again),
+        as `<resource>: <why>`; empty when every informer sees the cluster as it is."""
+        problems: list[str] = []
+        for resource, informer in self.informers.items():
+            if not informer.synced.is_set():
+                problems.append(f"{resource.label}: not synced")
+                continue
+            silent = informer.silent_for()
+            if silent is not None and silent > informer.watch_idle_timeout:
+                problems.append(f"{resource.label}: watch silent for {silent:.0f}s")
+        return problems
 
     def health_problems(self) -> list[str]:
         """Why this scheduler cannot be trusted to schedule, for /healthz; empty when healthy."""

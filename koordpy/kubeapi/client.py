@@ -263,15 +263,24 @@ class KubeApi:
         return parsed if isinstance(parsed, dict) else {}
 
     async def stream(
-        self, path: str, query: list[tuple[str, str]], read_timeout: float
+        self,
+        path: str,
+        query: list[tuple[str, str]],
+        read_timeout: float,
+        on_answered: Callable[[], None] | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
-        """The JSON lines of a watch. Lines are split by hand: aiohttp's readline refuses lines
-        longer than 128 KiB, and a pod with large annotations makes one."""
+        """The JSON lines of a watch; `on_answered()` as soon as the apiserver has accepted the
+        watch (its headers, before any event: a quiet resource may send nothing for a minute).
+        Raises TimeoutError when nothing arrives for `read_timeout` seconds. Lines are split by
+        hand: aiohttp's readline refuses lines longer than 128 KiB, and a pod with large annotations
+        makes one."""
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=10.0, sock_read=read_timeout)
         response, _ = await self._exchange("GET", path, query, None, JSON, timeout, watch=True)
         try:
             if response.status != 200:
                 raise ApiError.from_body(response.status, await response.read())
+            if on_answered is not None:
+                on_answered()
             buffer = bytearray()
             async for chunk in response.content.iter_any():
                 buffer += chunk

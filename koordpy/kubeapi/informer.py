@@ -2,6 +2,10 @@
 
 As client-go's reflector: a 410 Gone re-lists and reconciles the store (deletions missed while away
 are delivered as deletions); a lost connection resumes the watch where it stopped, after a back-off.
+A watch that goes silent (a dead peer, a NAT that dropped the connection's state: nothing arrives
+and nothing closes) is given up after `watch_idle_timeout` seconds without a byte and resumed: the
+apiserver sends a BOOKMARK about every minute to a watch that asks for them, so a live watch is
+never that quiet. client-go notices the same within ~45 s through HTTP/2 pings.
 An informer built with `hold=True` keeps what it lists and watches to itself until `release()`, so
 that a program can wait until every informer has listed before it hears of any object: decisions
 are then made on a complete view, never on the half of the cluster that happened to arrive first.
@@ -12,9 +16,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+import aiohttp
 
 from koordpy.kubeapi.client import TRANSPORT_ERRORS, ApiError, KubeApi
 
@@ -88,6 +95,17 @@ WATCHED = (
 
 ADD, UPDATE, DELETE = "Add", "Update", "Delete"
 
+# why a watch was started again (the `reason` of koordpy_watch_restarts_total): the resourceVersion
+# expired (410 Gone: listed again), the server ended the watch, nothing arrived for the idle bound,
+# or the list or watch failed (after a back-off)
+EXPIRED, CLOSED, IDLE, ERROR = "expired", "closed", "idle", "error"
+# the apiserver's watch cache sends a BOOKMARK to each watch about once a minute: this leaves a live
+# but quiet watch half a minute to spare
+WATCH_IDLE_TIMEOUT = 90.0
+# as client-go's reflector: the server ends each watch after 5-10 minutes, spread so that watches
+# do not all end together
+WATCH_SECONDS = (300, 600)
+
 # (action, object, previous object or None)
 EventHandler = Callable[[str, dict[str, Any], "dict[str, Any] | None"], None]
 
@@ -134,7 +152,11 @@ class Informer:
         page_size: int = 500,
         missing_retry: float = 30.0,
         hold: bool = False,
+        watch_idle_timeout: float = WATCH_IDLE_TIMEOUT,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        if not watch_idle_timeout > 0:
+            raise ValueError(f"watch_idle_timeout must be greater than zero, got {watch_idle_timeout}")
         self.api = api
         self.resource = resource
         self.handler = handler
@@ -145,6 +167,12 @@ class Informer:
         self.synced = asyncio.Event()
         self.missing = False
         self.resource_version: str | None = None
+        self.watch_idle_timeout = watch_idle_timeout
+        self._clock = clock
+        # when the apiserver last showed that this informer's view is current: a list page, a watch
+        # answered, an event or a bookmark; None before the first list and while the resource is
+        # not served (nothing is watched then)
+        self._heard_at: float | None = None
         self._backoff = Backoff()
         # events kept back until release(), in the order they happened
         self._held: list[tuple[str, dict[str, Any], dict[str, Any] | None]] | None = [] if hold else None
@@ -166,24 +194,30 @@ class Informer:
                         self.missing = False
                     self.synced.set()
                     self._backoff.reset()
-                expired = await self._watch()
-                if expired:
+                ended = await self._watch()
+                if ended == EXPIRED:
                     log.info("watch of %s expired (410 Gone); listing again", label)
                     self.resource_version = None
-                    self._restart("expired")
-                else:
-                    self._restart("closed")
+                elif ended == IDLE:
+                    log.warning(
+                        "watch of %s delivered nothing for %gs; resuming it from resourceVersion %s",
+                        label,
+                        self.watch_idle_timeout,
+                        self.resource_version,
+                    )
+                self._restart(ended)
             except asyncio.CancelledError:
                 raise
             except ApiError as err:
                 if err.status == 410:
                     self.resource_version = None
-                    self._restart("expired")
+                    self._restart(EXPIRED)
                     continue
                 if err.status == 404 and self.resource.optional:
                     # the CRD is not installed, or was just removed: what it served is gone
                     self._replace({})
                     self.resource_version = None
+                    self._heard_at = None
                     if not self.missing:
                         log.warning(
                             "%s is not served (is its CRD installed?); checking again every %.0fs",
@@ -195,12 +229,12 @@ class Informer:
                     self.synced.set()
                     await asyncio.sleep(self.missing_retry)
                     continue
-                self._restart("error")
+                self._restart(ERROR)
                 delay = self._backoff.next()
                 log.warning("list/watch of %s failed: %s; retrying in %.1fs", label, err, delay)
                 await asyncio.sleep(delay)
             except TRANSPORT_ERRORS as err:
-                self._restart("error")
+                self._restart(ERROR)
                 delay = self._backoff.next()
                 log.warning(
                     "list/watch of %s failed: %s; retrying in %.1fs", label, err or type(err).__name__, delay
@@ -210,7 +244,7 @@ class Informer:
                 # a response this code did not expect (a malformed list or event): the watch must
                 # not end for good; listing again from scratch puts the store right
                 self.resource_version = None
-                self._restart("error")
+                self._restart(ERROR)
                 delay = self._backoff.next()
                 log.exception("list/watch of %s failed unexpectedly; listing again in %.1fs", label, delay)
                 await asyncio.sleep(delay)
@@ -218,6 +252,18 @@ class Informer:
     def _restart(self, reason: str) -> None:
         if self.metrics is not None:
             self.metrics.watch_restart(self.resource.label, reason)
+
+    def silent_for(self) -> float | None:
+        """Seconds since the apiserver last showed this informer's view is current (a list page, a
+        watch answered, an event or a bookmark); None when there is nothing to hear: not listed
+        yet, or a resource that is not served. More than `watch_idle_timeout` means the watch is
+        down or was given up as silent, and has not been answered again since."""
+        if self._heard_at is None:
+            return None
+        return max(0.0, self._clock() - self._heard_at)
+
+    def _heard(self) -> None:
+        self._heard_at = self._clock()
 
     async def _list(self) -> str:
         items: dict[str, dict[str, Any]] = {}
@@ -235,6 +281,7 @@ class Informer:
             if cont:
                 query.append(("continue", cont))
             page = await self.api.request("GET", self.resource.path, query=query, timeout=120.0)
+            self._heard()
             for item in page.get("items") or ():
                 # list items come without their type; handlers and views expect it
                 item.setdefault("apiVersion", self.resource.api_version)
@@ -253,11 +300,11 @@ class Informer:
         for item in items.values():
             self._deliver("SYNC", item)
 
-    async def _watch(self) -> bool:
-        """Watch until the server ends the watch (False) or the resourceVersion expires (True)."""
+    async def _watch(self) -> str:
+        """Watch until the server ends the watch (CLOSED), the resourceVersion expires (EXPIRED) or
+        nothing arrives for `watch_idle_timeout` seconds (IDLE)."""
         assert self.resource_version is not None
-        # client-go spreads watch timeouts over 5-10 minutes so watches do not all end together
-        timeout = random.randint(300, 600)
+        timeout = random.randint(*WATCH_SECONDS)
         query = [
             ("watch", "true"),
             ("allowWatchBookmarks", "true"),
@@ -266,21 +313,28 @@ class Informer:
         ]
         if self.resource.field_selector:
             query.append(("fieldSelector", self.resource.field_selector))
-        async for event in self.api.stream(self.resource.path, query, read_timeout=timeout + 30.0):
-            kind = event.get("type")
-            obj = event.get("object") or {}
-            if kind == "ERROR":
-                code = int(obj.get("code") or 0)
-                if code == 410:
-                    return True
-                raise ApiError(code, str(obj.get("reason") or ""), str(obj.get("message") or ""))
-            rv = meta_field(obj, "resourceVersion")
-            if kind != "BOOKMARK":
-                self._deliver(str(kind), obj)
-            if rv:
-                self.resource_version = rv
-            self._backoff.reset()
-        return False
+        # aiohttp's sock_read: the longest wait for any byte, the answer's headers included; never
+        # longer than the server's own end of the watch, with time for it to say so
+        read_timeout = min(self.watch_idle_timeout, timeout + 30.0)
+        try:
+            async for event in self.api.stream(self.resource.path, query, read_timeout, self._heard):
+                self._heard()
+                kind = event.get("type")
+                obj = event.get("object") or {}
+                if kind == "ERROR":
+                    code = int(obj.get("code") or 0)
+                    if code == 410:
+                        return EXPIRED
+                    raise ApiError(code, str(obj.get("reason") or ""), str(obj.get("message") or ""))
+                rv = meta_field(obj, "resourceVersion")
+                if kind != "BOOKMARK":
+                    self._deliver(str(kind), obj)
+                if rv:
+                    self.resource_version = rv
+                self._backoff.reset()
+        except aiohttp.SocketTimeoutError:
+            return IDLE
+        return CLOSED
 
     def _deliver(self, kind: str, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata")

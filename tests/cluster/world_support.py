@@ -11,7 +11,8 @@ from typing import Any, Protocol
 from koordpy.cluster.world import KubeWorld
 from koordpy.config.models import parse_configuration
 from koordpy.framework.clock import RealClock
-from koordpy.kubeapi.informer import NAMESPACES, NODES, PDBS, PODS
+from koordpy.kubeapi.client import KubeApi
+from koordpy.kubeapi.informer import NAMESPACES, NODES, PDBS, PODS, WATCH_IDLE_TIMEOUT
 from koordpy.metrics import SchedulerMetrics
 from koordpy.plugins import registry
 from koordpy.scheduler import Scheduler
@@ -72,12 +73,15 @@ class Start(Protocol):
         nodes: Reply = ...,
         leading: Callable[[], bool] | None = None,
         wait_synced: bool = True,
+        api: KubeApi | None = None,
+        watch_idle_timeout: float = WATCH_IDLE_TIMEOUT,
     ) -> Awaitable[Cluster]: ...
 
 
 async def world_starter(fake: FakeApiServer) -> AsyncIterator[Start]:
     """Start a world over the scripted cluster: the default namespace, one node with 4 CPUs, the
-    pods given, writes answered with success; the optional custom resources are not served."""
+    pods given, writes answered with success; the optional custom resources are not served. `api`:
+    the client to reach it with (default: straight to the fake)."""
     worlds: list[KubeWorld] = []
 
     async def starter(
@@ -86,6 +90,8 @@ async def world_starter(fake: FakeApiServer) -> AsyncIterator[Start]:
         nodes: Reply = ONE_NODE,
         leading: Callable[[], bool] | None = None,
         wait_synced: bool = True,
+        api: KubeApi | None = None,
+        watch_idle_timeout: float = WATCH_IDLE_TIMEOUT,
     ) -> Cluster:
         fake.on_list(NAMESPACES.path, [DEFAULT_NAMESPACE], "10")
         fake.on_list(PDBS.path, [], "10")
@@ -98,7 +104,14 @@ async def world_starter(fake: FakeApiServer) -> AsyncIterator[Start]:
         metrics = SchedulerMetrics()
         scheduler = Scheduler(CONFIG, registry(), RealClock(), metrics)
         metrics.track_pending(scheduler.pending_counts)
-        world = KubeWorld(fake.client(), scheduler, metrics, "koordpy-test", leading=leading)
+        world = KubeWorld(
+            api or fake.client(),
+            scheduler,
+            metrics,
+            "koordpy-test",
+            leading=leading,
+            watch_idle_timeout=watch_idle_timeout,
+        )
         worlds.append(world)
         await world.start()
         if wait_synced:

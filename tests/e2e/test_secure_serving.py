@@ -275,6 +275,7 @@ def test_readyz_verbose_lists_each_check(served: Served) -> None:
         "[+]shutdown ok\n"
         "[+]api-server ok\n"
         "[+]sched-handler-sync ok\n"
+        "[+]informer-watch ok\n"
         "[+]scheduler ok\n"
         "readyz check passed\n"
     )
