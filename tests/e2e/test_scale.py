@@ -297,6 +297,22 @@ class KoordpyRun:
         return self.log_path.read_text(errors="replace")
 
 
+async def scheduled_events_written(
+    api: client.ApiClient, namespaces: list[str], want: int, deadline: float
+) -> None:
+    """Until the namespaces hold `want` Scheduled events, or the deadline (the caller's assertions
+    then say what is missing)."""
+    events = client.EventsV1Api(api)
+    while time.monotonic() < deadline:
+        written = 0
+        for namespace in namespaces:
+            listed = (await events.list_namespaced_event(namespace)).items
+            written += sum(1 for e in listed if e.reason == "Scheduled")
+        if written >= want:
+            return
+        await asyncio.sleep(0.5)
+
+
 async def unbound_after(
     core: client.CoreV1Api, namespace: str, names: Iterable[str], koordpy: KoordpyRun, deadline: float
 ) -> list[str]:
@@ -396,6 +412,11 @@ async def scale_run(
             unbound_while_running = await unbound_after(
                 core, while_running.namespace, while_running.pods, koordpy, deadline
             )
+            # Events are best effort and trail the bindings: SIGTERM does not wait for them
+            # (docs/deploy.md), so the writes are counted once koordpy has had the time to send them
+            bound = len(at_start.pods) + len(while_running.pods)
+            bound -= len(unbound_at_start) + len(unbound_while_running)
+            await scheduled_events_written(api, [c.namespace for c in creators], bound, deadline)
         finally:
             koordpy_exit = await koordpy.stop()
         writes = await asyncio.to_thread(settled_writes, cp.audit_log)
