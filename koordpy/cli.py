@@ -70,8 +70,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from koordpy.simulate.documents import check_yaml_file
     from koordpy.simulate.loader import MAX_OBJECTS, ScenarioError, load_scenario
     from koordpy.simulate.report import render_json, render_table, render_yaml
-    from koordpy.simulate.runner import ProgressLine, simulate
+    from koordpy.simulate.runner import DEFAULT_MAX_VIRTUAL_SECONDS, ProgressLine, simulate
 
+    if args.max_virtual_seconds is None:
+        args.max_virtual_seconds = DEFAULT_MAX_VIRTUAL_SECONDS
     max_objects = MAX_OBJECTS if args.max_objects is None else args.max_objects
     # a run that could never end (nan, inf) or makes no sense (negative) is refused up front
     if not 0 <= args.max_virtual_seconds < float("inf"):
@@ -147,6 +149,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             return EXIT_FAILURE
     # the YAML rendering ends its last line itself; the others are followed by an empty line
     print(text, end="" if args.output == "yaml" else "\n")
+    cut = report.extras.get("cutOff")
+    if isinstance(cut, dict):
+        print(f"koordpy: warning: {cut['message']}", file=sys.stderr)
     return 0
 
 
@@ -169,7 +174,14 @@ def build_parser() -> argparse.ArgumentParser:
     _add_allow_unsupported(sim)
     _add_dry_run_flags(sim)
     sim.add_argument("--output", "-o", choices=("table", "json", "yaml"), default="table")
-    sim.add_argument("--max-virtual-seconds", type=float, default=3600.0)
+    sim.add_argument(
+        "--max-virtual-seconds",
+        type=float,
+        default=None,
+        metavar="N",
+        help="stop the virtual clock at N seconds (default 604800, a week); a run cut there says so "
+        "on stderr and in the report's cutOff",
+    )
     sim.add_argument(
         "--html",
         metavar="FILE",

@@ -22,6 +22,10 @@ class QueuedPodInfo:
     gated_reason: str = ""
     gated_message: str = ""
     seq: int = 0
+    # the order in which the pod first entered its queue: pods created at one virtual instant
+    # tie on every timestamp, where on a cluster the clock (nanoseconds) tells them apart in the
+    # order they were created; ties are broken by this, never by name
+    arrival: int = 0
 
     @property
     def key(self) -> str:

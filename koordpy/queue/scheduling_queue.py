@@ -232,7 +232,7 @@ class SchedulingQueue:
     def add(self, pod: Pod) -> None:
         """A new pending pod."""
         now = self._now()
-        info = QueuedPodInfo(pod=pod, timestamp=now, initial_attempt_timestamp=now)
+        info = QueuedPodInfo(pod, timestamp=now, initial_attempt_timestamp=now, arrival=next(self._seq))
         self.infos[pod.key] = info
         self._enqueue(info, POD_ADD_EVENT)
 

@@ -24,7 +24,12 @@ from koordpy.config.models import SchedulerConfiguration
 from koordpy.simulate.loader import Scenario
 from koordpy.simulate.memory import MemoryCluster
 from koordpy.simulate.report import BOUND, PENDING, PodGroupResult, PodResult, Report
-from koordpy.simulate.runner import add_fragmentation, build_report, build_world
+from koordpy.simulate.runner import (
+    DEFAULT_MAX_VIRTUAL_SECONDS,
+    add_fragmentation,
+    build_report,
+    build_world,
+)
 
 __all__ = [
     "DryRunPod",
@@ -155,7 +160,7 @@ def dry_run(
     new: set[str],
     *,
     everything: bool = False,
-    max_virtual_seconds: float = 3600.0,
+    max_virtual_seconds: float = DEFAULT_MAX_VIRTUAL_SECONDS,
     configuration: str = "",
 ) -> DryRunReport:
     """Schedules the scenario (the cluster's objects and the `new` pods) until nothing more can

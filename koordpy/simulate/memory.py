@@ -99,6 +99,9 @@ class MemoryCluster:
     pod_changes: list[Callable[[str], None]] = field(default_factory=list)
     # the status the PodGroup operator last wrote, by gang id, carried through a timeline's run
     group_statuses: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # when the run stopped at its virtual deadline with something still to happen: the virtual
+    # time of the next thing it would have done (see run)
+    cut_before: float | None = None
 
     # ----------------------------------------------------------------------------- objects in
     def add_namespace(self, ns: Namespace) -> None:
@@ -364,11 +367,15 @@ class MemoryCluster:
         self.scheduler.on_node_delete(name)
 
     def _lost(self, key: str) -> None:
-        """A pod of a workload failed or went: its controller makes up for it."""
+        """A pod of a workload failed or went: its controller makes up for it, unless that failure
+        fails its Job (see koordpy.simulate.jobs)."""
         job = self.jobs.get(key)
         if job is not None:
-            if job.ended(key, "failed"):
-                self._reconcile(job)
+            if job.ended(key, "failed", self._true_conditions(key)):
+                if job.failed_reason is None:
+                    self._reconcile(job)
+                elif job.active:
+                    self._fail_job(job)
             return
         template = self.stamped.get(key)
         if template is not None:
@@ -393,6 +400,30 @@ class MemoryCluster:
         if key in self._replace_when_gone:
             self._replace_when_gone.discard(key)
             self._lost(key)
+
+    def _true_conditions(self, key: str) -> frozenset[str]:
+        status = self.pods[key].get("status") or {}
+        conditions = status.get("conditions") if isinstance(status, Mapping) else None
+        return frozenset(
+            str(c.get("type"))
+            for c in (conditions if isinstance(conditions, list) else [])
+            if isinstance(c, Mapping) and c.get("status") == "True"
+        )
+
+    def _fail_job(self, job: JobState) -> None:
+        """The Job failed: its controller deletes the pods still active, pending or running (kube's
+        syncJob, deleteActivePods), and counts them failed, as it counts every pod deleted before it
+        succeeded; the report shows them Deleted with the Job's reason."""
+        message = f"Job {job.name} failed: {job.failed_message}"
+        for key in sorted(job.active):
+            pod = self.views[key]
+            if key in self.deleted or pod.is_terminal:
+                continue
+            job.failed += 1
+            self.removed[key] = Removal(DELETED, pod.node_name or None, job.failed_reason, message)
+            self.delete_pod(key)
+        job.active.clear()
+        job.index_of.clear()
 
     def _reconcile(self, job: JobState) -> None:
         """The Job controller's sync after one of its pods left: the pods its rule asks for now."""
@@ -444,6 +475,8 @@ class MemoryCluster:
                 break
             t = max(min(times), self.clock.now())
             if t > end:
+                # the run is cut, not over: the report says so (a silent cut reads as an outcome)
+                self.cut_before = t
                 self.clock.advance_to(end)
                 break
             self.clock.advance_to(t)

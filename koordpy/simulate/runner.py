@@ -18,7 +18,7 @@ from koordpy.plugins import registry
 from koordpy.plugins.coscheduling.gang import membership
 from koordpy.scheduler import Scheduler
 from koordpy.simulate.gangs import PodGroupHistory, add_pod_groups
-from koordpy.simulate.jobs import JobState
+from koordpy.simulate.jobs import JobState, job_statuses
 from koordpy.simulate.loader import Scenario
 from koordpy.simulate.memory import SUCCEEDED, Eviction, MemoryCluster
 from koordpy.simulate.quotas import add_quotas
@@ -31,6 +31,9 @@ REASON_SCHEDULER_NOT_FOUND = names.SCHEDULER_NOT_FOUND
 REASON_SCHEDULING_GATED = names.SCHEDULING_GATED
 # a pod whose arrive-after the run did not reach
 NOT_CREATED = "NotCreated"
+# `--max-virtual-seconds` when not given: a week of virtual time, so that a replayed day (the
+# README's timeline example) with its last pods' run-for ends by itself rather than at the cap
+DEFAULT_MAX_VIRTUAL_SECONDS = 7 * 24 * 3600.0
 
 # Extra sections of the report (PodGroup status, topology status, ...) come from the features that
 # own them; each contributes through a hook that sees the finished world.
@@ -86,7 +89,14 @@ def _watch_jobs(world: MemoryCluster, scenario: Scenario) -> None:
         if not spec.pods:
             continue
         job = JobState(
-            spec.pods[0], spec.parallelism, spec.completions, spec.indexed, spec.replace_terminating
+            spec.pods[0],
+            spec.parallelism,
+            spec.completions,
+            spec.indexed,
+            spec.replace_terminating,
+            backoff_limit=spec.backoff_limit,
+            failure_rules=spec.failure_rules,
+            name=f"{spec.namespace}/{spec.name}",
         )
         for index, key in enumerate(spec.pods):
             job.started(key, index if spec.indexed else None)
@@ -238,14 +248,35 @@ class ProgressLine:
 def simulate(
     scenario: Scenario,
     config: SchedulerConfiguration,
-    max_virtual_seconds: float = 3600.0,
+    max_virtual_seconds: float = DEFAULT_MAX_VIRTUAL_SECONDS,
     progress: ProgressLine | None = None,
 ) -> Report:
     world = build_world(scenario, config)
     if progress is not None:
         progress.watch(world)
     world.run(max_virtual_seconds)
-    return build_report(world, scenario)
+    report = build_report(world, scenario)
+    add_cut_off(world, report, max_virtual_seconds)
+    return report
+
+
+def add_cut_off(world: MemoryCluster, report: Report, max_virtual_seconds: float) -> None:
+    """`cutOff`, only when the run reached --max-virtual-seconds with events still to come: what
+    the report shows is then where the run stopped, not where the scenario ends."""
+    if world.cut_before is None:
+        return
+    report.extras["cutOff"] = {
+        "maxVirtualSeconds": max_virtual_seconds,
+        "nextEventAt": round(world.cut_before, 3),
+        "message": cut_off_message(max_virtual_seconds, world.cut_before),
+    }
+
+
+def cut_off_message(max_virtual_seconds: float, next_event: float) -> str:
+    return (
+        f"the run was cut at --max-virtual-seconds {max_virtual_seconds:g} with events still to come "
+        f"(the next at {next_event:g}s); raise it to see the rest"
+    )
 
 
 def add_topology_status(world: MemoryCluster, scenario: Scenario, report: Report) -> None:
@@ -394,6 +425,11 @@ def add_timeline(world: MemoryCluster, scenario: Scenario, report: Report) -> No
     if scenario.elastic_quotas:
         out["byQuota"] = waiting.get("byQuota", {})
     report.extras["waitingTime"] = out
+    if scenario.jobs:
+        # the Jobs' controller state, in input order: the first pod each stamped names its Job
+        report.extras["jobs"] = job_statuses(
+            world.jobs[spec.pods[0]] for spec in scenario.jobs if spec.pods and spec.pods[0] in world.jobs
+        )
 
 
 def build_report(world: MemoryCluster, scenario: Scenario) -> Report:
@@ -424,11 +460,13 @@ def build_report(world: MemoryCluster, scenario: Scenario) -> Report:
 
 
 __all__ = [
+    "DEFAULT_MAX_VIRTUAL_SECONDS",
     "REPORT_HOOKS",
     "SETUP_HOOKS",
     "PodGroupResult",
     "ProgressLine",
     "build_report",
     "build_world",
+    "cut_off_message",
     "simulate",
 ]

@@ -73,6 +73,9 @@ class JobSpec:
     indexed: bool
     replace_terminating: bool
     pods: tuple[str, ...]
+    backoff_limit: int = 6
+    # the podFailurePolicy's rules on pod conditions: (action, the condition types that match)
+    failure_rules: tuple[tuple[str, frozenset[str]], ...] = ()
 
 
 def job_spec(entry: Entry, pods: list[str]) -> JobSpec:
@@ -86,6 +89,7 @@ def job_spec(entry: Entry, pods: list[str]) -> JobSpec:
     # kube: podReplacementPolicy defaults to TerminatingOrFailed, and must be Failed with a
     # podFailurePolicy
     policy = spec.get("podReplacementPolicy") or ("Failed" if spec.get("podFailurePolicy") else "")
+    backoff_limit = spec.get("backoffLimit")
     return JobSpec(
         entry.namespace,
         entry.name,
@@ -94,7 +98,28 @@ def job_spec(entry: Entry, pods: list[str]) -> JobSpec:
         spec.get("completionMode") == "Indexed",
         policy != "Failed",
         tuple(pods),
+        backoff_limit if isinstance(backoff_limit, int) else 6,
+        _failure_rules(spec.get("podFailurePolicy")),
     )
+
+
+def _failure_rules(policy: Any) -> tuple[tuple[str, frozenset[str]], ...]:
+    """The rules of a podFailurePolicy that can match in a simulation: those on pod conditions
+    (status True, the only status a condition written here has). A rule on exit codes keeps its
+    place as one that never matches, so that the indexes in messages are the input's."""
+    rules = policy.get("rules") if isinstance(policy, Mapping) else None
+    out: list[tuple[str, frozenset[str]]] = []
+    for rule in rules if isinstance(rules, list) else []:
+        if not isinstance(rule, Mapping):
+            continue
+        on = rule.get("onPodConditions")
+        types = frozenset(
+            str(c.get("type"))
+            for c in (on if isinstance(on, list) else [])
+            if isinstance(c, Mapping) and c.get("status", "True") == "True"
+        )
+        out.append((str(rule.get("action") or ""), types))
+    return tuple(out)
 
 
 def _spec(entry: Entry) -> Mapping[str, Any]:

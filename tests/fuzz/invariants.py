@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from koordpy.api.resources import MAX_AMOUNT
+from koordpy.simulate.runner import DEFAULT_MAX_VIRTUAL_SECONDS
 from tests.fuzz.strategies import (
     BLOCK,
     BLOCK_LAYER,
@@ -61,7 +62,7 @@ Report = Mapping[str, Any]
 # the reason of a pod whose scheduling cycle raised: a bug, whatever the input
 SCHEDULER_ERROR = "SchedulerError"
 # `koordpy simulate --max-virtual-seconds` default: a run that reaches it was cut off
-MAX_VIRTUAL_SECONDS = 3600.0
+MAX_VIRTUAL_SECONDS = DEFAULT_MAX_VIRTUAL_SECONDS
 CPU = "cpu"
 PODS = "pods"
 WORKLOAD_KINDS = ("ReplicaSet", "Deployment", "StatefulSet", "Job")
@@ -775,7 +776,7 @@ def plain_pods_are_not_left_pending_where_they_fit(facts: Facts, out: Outcome) -
     without spread constraints or anti-affinity of their own, against every filter they meet:
     resources and pod count, node affinity, taints and cordons, host ports, the anti-affinity of
     placed pods; pods nominated to a node with at least the pod's priority count there."""
-    if float(out.report.get("virtualSeconds", 0.0)) >= MAX_VIRTUAL_SECONDS:
+    if "cutOff" in out.report or float(out.report.get("virtualSeconds", 0.0)) >= MAX_VIRTUAL_SECONDS:
         return []  # the run was cut off, not done
     nominated = {
         f"{p['namespace']}/{p['name']}": p["nominatedNodeName"]

@@ -333,19 +333,23 @@ class Coscheduling(
         return QueueingHint.QUEUE_SKIP
 
     # ----------------------------------------------------------------------------- QueueSort
-    def sort_key(self, info: QueuedPodInfo) -> tuple[int, float, float, str, str]:
+    def sort_key(self, info: QueuedPodInfo) -> tuple[int, float, float, int, str, str]:
         pod = info.pod
         # of equal priority, the pods of the tenant that uses least of its quota go first
         share = self.handle.queue_share(pod)
         gang = self.registry.gang(pod)
         if gang is None or self.registry.once_satisfied(gang):
-            return (-pod.priority, share, info.initial_attempt_timestamp, pod.key, pod.key)
+            # pods that entered at one (virtual) instant go in arrival order, as a cluster's clock
+            # would order them; the name decides nothing
+            return (-pod.priority, share, info.initial_attempt_timestamp, info.arrival, "", pod.key)
         group_time = gang.create_time
         failures = [g.last_failure for g in self.registry.group(gang) if g is not None and g.last_failure]
         if failures:
             # a group that has just failed goes behind its peers of the same priority
             group_time = max(group_time, *failures)
-        return (-pod.priority, share, group_time, gang.group_id, pod.key)
+        # a group's time is its creationTimestamp (whole seconds, before any pod of that second
+        # entered the queue): at a tie it goes first, and groups of one time go by id
+        return (-pod.priority, share, group_time, -1, gang.group_id, pod.key)
 
     # ----------------------------------------------------------------------------- PreEnqueue
     def gated_pods_to_recheck(self) -> set[str]:
