@@ -391,6 +391,21 @@ def _add_dry_run_flags(sim: argparse.ArgumentParser) -> None:
     )
 
 
+def _configmap_flag(configmap: str | None) -> int:
+    """A --configmap that names no ConfigMap is refused before the cluster is asked, as a --config
+    that names no file is: exit status 2."""
+    from koordpy.cluster.snapshot import SnapshotError, parse_configmap_ref
+
+    if configmap is None:
+        return 0
+    try:
+        parse_configmap_ref(configmap)
+    except SnapshotError as err:
+        print(f"koordpy: invalid option: {err}", file=sys.stderr)
+        return EXIT_INVALID_INPUT
+    return 0
+
+
 def _dry_run_flags_alone(args: argparse.Namespace) -> int:
     """A cluster flag without --from-cluster would be silently ignored: refused instead."""
     given = [f"--{name}" for name in _DRY_RUN_ONLY if getattr(args, name, None)]
@@ -443,7 +458,12 @@ async def _read_cluster(args: argparse.Namespace, emit: Callable[[dict[str, Any]
                 load_document(args.config), Path(args.config).read_text(), f"--config {args.config}"
             )
         else:
-            found = await read_configuration_in_use(api, args.configmap)
+            try:
+                found = await read_configuration_in_use(api, args.configmap)
+            except ValueError as err:
+                # what YAML's constructor refuses in the ConfigMap (an integer of thousands of
+                # digits): the configuration's fault, as in a --config file
+                raise ConfigError("", f"cannot read the configuration: {err}", args.configmap or "") from None
         checked = _checked_cluster_config(found, args.allow_unsupported_plugins)
         names = [profile.schedulerName for profile in checked.config.profiles]
         summary = await take_snapshot(api, emit, names, time.time())
@@ -461,7 +481,7 @@ async def _read_cluster(args: argparse.Namespace, emit: Callable[[dict[str, Any]
 
 def _cluster_errors(run: Callable[[], int], config: str | None) -> int:
     """What reading a cluster may fail with, each in one line."""
-    from koordpy.cluster.snapshot import SnapshotError
+    from koordpy.cluster.snapshot import InvalidConfigMap, SnapshotError
     from koordpy.kubeapi import CredentialsError
     from koordpy.simulate.documents import ScenarioError
 
@@ -469,7 +489,7 @@ def _cluster_errors(run: Callable[[], int], config: str | None) -> int:
         return run()
     except ConfigError as err:
         return _config_error(err, config)
-    except ScenarioError as err:
+    except (ScenarioError, InvalidConfigMap) as err:
         print(f"koordpy: invalid configuration: {err}", file=sys.stderr)
         return EXIT_INVALID_INPUT
     except (SnapshotError, CredentialsError) as err:
@@ -500,6 +520,8 @@ def cmd_dry_run(args: argparse.Namespace, max_objects: int) -> int:
     if args.config and args.configmap:
         print("koordpy: invalid option: --config and --configmap exclude each other", file=sys.stderr)
         return EXIT_INVALID_INPUT
+    if code := _configmap_flag(args.configmap):
+        return code
     if getattr(args, "html", None):
         print("koordpy: invalid option: --html does not go with --from-cluster", file=sys.stderr)
         return EXIT_INVALID_INPUT
@@ -558,6 +580,8 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     if args.config and args.configmap:
         print("koordpy: invalid option: --config and --configmap exclude each other", file=sys.stderr)
         return EXIT_INVALID_INPUT
+    if code := _configmap_flag(args.configmap):
+        return code
     target = args.output if args.output and args.output != "-" else None
     # written beside and renamed at the end: a snapshot that fails half-way leaves no half file
     partial = f"{target}.partial" if target else None

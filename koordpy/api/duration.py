@@ -23,6 +23,11 @@ _TERM = re.compile(r"([0-9]*)(?:\.([0-9]*))?([^0-9.]*)")
 # time.Duration is an int64 of nanoseconds: about 292 years
 _MAX_NS = 2**63 - 1
 MAX_SECONDS = _MAX_NS / 1e9
+# more significant digits than the largest duration in nanoseconds has
+_MAX_WHOLE_DIGITS = len(str(_MAX_NS))
+# a nanosecond of an hour is 3.6e12 smaller than the unit: beyond 20 digits a fraction adds less
+# than a nanosecond
+_MAX_FRACTION_DIGITS = 20
 
 
 def parse_duration(text: str, path: str = "") -> float:
@@ -30,6 +35,8 @@ def parse_duration(text: str, path: str = "") -> float:
     time.ParseDuration would refuse."""
     if not isinstance(text, str):
         raise SpecError(path, f"duration {text!r} is not a string")
+    # a text of thousands of characters is named by its start
+    shown = repr(text) if len(text) <= 64 else repr(text[:48]) + f"... ({len(text)} characters)"
     s = text.strip()
     negative = False
     if s[:1] in ("-", "+"):
@@ -38,7 +45,8 @@ def parse_duration(text: str, path: str = "") -> float:
     if s == "0":
         return 0.0
     if not s:
-        raise SpecError(path, f"invalid duration {text!r}")
+        raise SpecError(path, f"invalid duration {shown}")
+    too_long = f"invalid duration {shown}: longer than a Go duration can be (about 292 years)"
     total = Fraction(0)
     pos = 0
     while pos < len(s):
@@ -46,20 +54,26 @@ def parse_duration(text: str, path: str = "") -> float:
         assert m is not None  # every part of the pattern may be empty
         whole, frac, unit = m.group(1), m.group(2), m.group(3)
         if not whole and not frac:
-            raise SpecError(path, f"invalid duration {text!r}")
+            raise SpecError(path, f"invalid duration {shown}")
         if not unit:
-            raise SpecError(path, f"missing unit in duration {text!r} (ns, us, ms, s, m, h)")
+            raise SpecError(path, f"missing unit in duration {shown} (ns, us, ms, s, m, h)")
         scale = _UNITS_NS.get(unit)
         if scale is None:
-            raise SpecError(path, f"unknown unit {unit!r} in duration {text!r} (ns, us, ms, s, m, h)")
-        value = Fraction(int(whole or "0"))
+            raise SpecError(path, f"unknown unit {unit[:16]!r} in duration {shown} (ns, us, ms, s, m, h)")
+        # Go reads the whole part into a uint64 and refuses it when it overflows ("invalid
+        # duration"): thousands of digits are refused before Python is asked to convert them
+        significant = whole.lstrip("0")
+        if len(significant) > _MAX_WHOLE_DIGITS:
+            raise SpecError(path, too_long)
+        value = Fraction(int(significant or "0"))
         if frac:
-            value += Fraction(int(frac), 10 ** len(frac))
+            # digits past a nanosecond of an hour change nothing Go keeps (it stops reading them)
+            kept = frac[:_MAX_FRACTION_DIGITS]
+            value += Fraction(int(kept), 10 ** len(kept))
         total += value * scale
-        if total > _MAX_NS:
-            raise SpecError(
-                path, f"invalid duration {text!r}: longer than a Go duration can be (about 292 years)"
-            )
+        # a negative duration reaches one nanosecond further, as an int64 does
+        if total > _MAX_NS + negative:
+            raise SpecError(path, too_long)
         pos = m.end()
     # Go truncates the fraction of a nanosecond
     seconds = math.floor(total) / 1e9

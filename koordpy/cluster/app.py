@@ -38,7 +38,7 @@ from koordpy.cluster.serving import CertificateError, ServingCertificate
 from koordpy.cluster.world import KubeWorld
 from koordpy.config.models import SchedulerConfiguration
 from koordpy.framework.clock import RealClock
-from koordpy.kubeapi.client import TRANSPORT_ERRORS, ApiError, KubeApi
+from koordpy.kubeapi.client import LEADER_ELECTION_USER_AGENT, TRANSPORT_ERRORS, ApiError, KubeApi
 from koordpy.kubeapi.credentials import CredentialsError, load_configuration
 from koordpy.kubeapi.informer import ALL_PODS, PODS, WATCH_IDLE_TIMEOUT, WATCHED, Backoff
 from koordpy.kubeapi.ratelimit import client_rate_limiter
@@ -253,7 +253,9 @@ def _elector(api: KubeApi, options: RunOptions, metrics: SchedulerMetrics) -> El
     def lease_client() -> KubeApi:
         # the same credentials and the same limits as kube-scheduler's leader-election client, but
         # a token bucket of its own: the Lease never waits behind the scheduler's writes
-        client = KubeApi(api.configuration, connections=LEASE_CONNECTIONS)
+        client = KubeApi(
+            api.configuration, connections=LEASE_CONNECTIONS, user_agent=LEADER_ELECTION_USER_AGENT
+        )
         client.rate_limiter = client_rate_limiter(options.qps, options.burst)
         client.observe_request = api.observe_request
         return client

@@ -1,13 +1,17 @@
 """The values of `koordpy run`'s flags, read as kube-scheduler's pflag and Go read them: booleans as
-strconv.ParseBool, durations as time.ParseDuration, verbosity, ports, feature gates."""
+strconv.ParseBool, durations as time.ParseDuration, numbers as strconv reads them into the flag's Go
+type (int32, float32), IP addresses as net.ParseIP, verbosity, ports, feature gates."""
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import math
+import re
 
 from koordpy.api.duration import parse_duration
 from koordpy.api.errors import SpecError
+from koordpy.config.numbers import float_problem, int_problem
 
 
 class FlagError(ValueError):
@@ -34,7 +38,8 @@ def parse_flag_duration(text: str) -> str:
         seconds = parse_duration(text)
     except SpecError:
         raise argparse.ArgumentTypeError(
-            f'invalid argument "{text}": time: invalid duration "{text}" (write e.g. 15s, 1m30s, 500ms)'
+            f'invalid argument "{_shown(text)}": time: invalid duration "{_shown(text)}" (write e.g. 15s, '
+            "1m30s, 500ms)"
         ) from None
     if seconds < 0:
         raise argparse.ArgumentTypeError(f'invalid argument "{text}": must not be negative')
@@ -47,14 +52,65 @@ def parse_positive_duration(text: str) -> str:
     return text
 
 
+# what strconv.ParseInt reads in base 10 (Python's int() also takes blanks and underscores)
+_GO_INT = re.compile(r"[+-]?[0-9]+")
+
+
+def _shown(text: str) -> str:
+    return text if len(text) <= 64 else f"{text[:48]}... ({len(text)} characters)"
+
+
+def parse_int32(text: str) -> int:
+    """An int32 flag's value, as strconv.ParseInt reads one in base 10 into a Go int32."""
+    if not _GO_INT.fullmatch(text):
+        raise argparse.ArgumentTypeError(f'invalid argument "{_shown(text)}": not a whole number')
+    significant = text.lstrip("+-").lstrip("0")
+    if len(significant) > 10 or int_problem(int(text), 32):
+        raise argparse.ArgumentTypeError(
+            f'invalid argument "{_shown(text)}": strconv.ParseInt: value out of range (a Go int32)'
+        )
+    return int(text)
+
+
 def parse_verbosity(text: str) -> int:
+    """-v, klog's Level: an int32 (negative levels log nothing more than 0, and are refused)."""
     try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f'invalid argument "{text}": not a number') from None
+        value = parse_int32(text)
+    except argparse.ArgumentTypeError:
+        if _GO_INT.fullmatch(text):
+            raise
+        raise argparse.ArgumentTypeError(f'invalid argument "{_shown(text)}": not a number') from None
     if value < 0:
         raise argparse.ArgumentTypeError(f'invalid argument "{text}": must be 0 or more')
     return value
+
+
+def parse_qps(text: str) -> float:
+    """--kube-api-qps, a float32 (pflag's Float32Var). A negative QPS is taken as client-go takes
+    it (no client-side limit); NaN and infinity, which client-go would hand its token bucket as
+    they are, are refused, as clientConnection.qps refuses them."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f'invalid argument "{_shown(text)}": not a number') from None
+    if problem := float_problem(value, 32):
+        raise argparse.ArgumentTypeError(f'invalid argument "{_shown(text)}": {problem}')
+    return value
+
+
+def parse_ip(text: str) -> str:
+    """An IP address flag's value (pflag's IPVar: net.ParseIP of the trimmed text)."""
+    address = text.strip()
+    try:
+        # net.ParseIP takes no IPv6 zone (fe80::1%eth0); Python's reader does
+        if "%" in address:
+            raise ValueError(address)
+        ipaddress.ip_address(address)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f'invalid argument "{_shown(text)}": failed to parse IP: "{_shown(text)}"'
+        ) from None
+    return address
 
 
 def parse_seconds(text: str) -> float:

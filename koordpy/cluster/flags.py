@@ -40,8 +40,11 @@ from koordpy.cluster.flag_values import (
     parse_bool,
     parse_feature_gates,
     parse_flag_duration,
+    parse_int32,
+    parse_ip,
     parse_port,
     parse_positive_duration,
+    parse_qps,
     parse_seconds,
     parse_verbosity,
 )
@@ -60,8 +63,11 @@ __all__ = [
     "parse_bool",
     "parse_feature_gates",
     "parse_flag_duration",
+    "parse_int32",
+    "parse_ip",
     "parse_port",
     "parse_positive_duration",
+    "parse_qps",
     "parse_seconds",
     "parse_verbosity",
     "resolve",
@@ -136,13 +142,13 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
     )
     misc.add_argument(
         "--kube-api-qps",
-        type=float,
+        type=parse_qps,
         metavar="QPS",
         help="API requests per second, client-side (50; ignored with --config: clientConnection.qps)",
     )
     misc.add_argument(
         "--kube-api-burst",
-        type=int,
+        type=parse_int32,
         metavar="N",
         help="API requests allowed in a burst (100; ignored with --config: clientConnection.burst)",
     )
@@ -158,7 +164,10 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
         help=f"port of /metrics, /healthz, /livez and /readyz ({DEFAULT_SECURE_PORT})",
     )
     misc.add_argument(
-        "--bind-address", metavar="IP", help=f"address the secure port listens on ({DEFAULT_BIND_ADDRESS})"
+        "--bind-address",
+        type=parse_ip,
+        metavar="IP",
+        help=f"address the secure port listens on ({DEFAULT_BIND_ADDRESS})",
     )
     misc.add_argument(
         "--pod-max-in-unschedulable-pods-duration",

@@ -35,6 +35,7 @@ __all__ = [
     "CHART_NAME",
     "ConfigMapRef",
     "ConfigurationFound",
+    "InvalidConfigMap",
     "SnapshotError",
     "SnapshotSummary",
     "chart_configmap",
@@ -73,6 +74,11 @@ _KEPT_ANNOTATION_DOMAINS = (
 class SnapshotError(Exception):
     """The cluster could not be read: unreachable, a list refused, an object the snapshot needs
     missing. The message names the resource."""
+
+
+class InvalidConfigMap(SnapshotError):
+    """The configuration ConfigMap was read, and what it holds is not a configuration koordpy can
+    read: an input error (exit status 2, as a bad --config file), not a failure to reach the cluster."""
 
 
 # the kinds as the informers name them: one path and one label per resource for both
@@ -323,7 +329,7 @@ async def read_configmap(api: KubeApi, ref: ConfigMapRef) -> ConfigurationFound:
     configmap = await _get(api, path, f"configmaps {ref.namespace}/{ref.name}")
     text = (configmap.get("data") or {}).get(ref.key)
     if not isinstance(text, str):
-        raise SnapshotError(f"{ref} has no key {ref.key!r}")
+        raise InvalidConfigMap(f"{ref} has no key {ref.key!r}")
     parser = yaml_parsers.preferred()
     try:
         try:
@@ -336,7 +342,7 @@ async def read_configmap(api: KubeApi, ref: ConfigMapRef) -> ConfigurationFound:
             _check_bounded(text, str(ref), parser)
         document = yaml.load(text, Loader=parser.events)
     except yaml.YAMLError as err:
-        raise SnapshotError(f"{ref}: not valid YAML: {' '.join(str(err).split())}") from err
+        raise InvalidConfigMap(f"{ref}: not valid YAML: {' '.join(str(err).split())}") from err
     return ConfigurationFound(document, text, str(ref), ref.allow_unsupported_plugins)
 
 
@@ -350,11 +356,11 @@ def _check_bounded(text: str, what: str, parser: YamlParser) -> None:
     depth = 0
     for event in yaml.parse(text, Loader=parser.events):
         if isinstance(event, yaml.AliasEvent):
-            raise SnapshotError(f"{what}: YAML aliases are not read in a configuration from the cluster")
+            raise InvalidConfigMap(f"{what}: YAML aliases are not read in a configuration from the cluster")
         if isinstance(event, yaml.CollectionStartEvent):
             depth += 1
             if depth > _MAX_CONFIG_DEPTH:
-                raise SnapshotError(f"{what}: nested deeper than {_MAX_CONFIG_DEPTH} levels")
+                raise InvalidConfigMap(f"{what}: nested deeper than {_MAX_CONFIG_DEPTH} levels")
         elif isinstance(event, yaml.CollectionEndEvent):
             depth -= 1
 

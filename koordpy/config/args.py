@@ -1,16 +1,18 @@
 """The base every plugin's args model shares: camelCase keys as in YAML, unknown keys rejected,
-field defaults are the defaults."""
+field defaults are the defaults, every number held to what its Go field holds (config.numbers)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 from pydantic.alias_generators import to_camel
 
+from koordpy.config.numbers import GoNumbers
 
-class PluginArgs(BaseModel):
+
+class PluginArgs(GoNumbers):
     model_config = ConfigDict(
         alias_generator=to_camel,
         populate_by_name=True,

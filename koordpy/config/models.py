@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from koordpy.api.duration import parse_duration
+from koordpy.api.duration import MAX_SECONDS, parse_duration
 from koordpy.api.errors import SpecError
 from koordpy.config.defaults import (
     DEFAULT_MAX_UNSCHEDULABLE_SECONDS,
@@ -27,6 +27,7 @@ from koordpy.config.defaults import (
     DEFAULT_PROFILE_NAMES,
 )
 from koordpy.config.errors import ConfigError, Problem, problems_from_validation_error
+from koordpy.config.numbers import Float32, GoNumbers, Int32
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
 # scheduler-plugins still ships sample configurations in v1beta3; its fields are v1's
@@ -38,13 +39,14 @@ DEFAULT_SCHEDULER_NAME = "default-scheduler"
 UNREADABLE = ""
 
 
-class _Strict(BaseModel):
+class _Strict(GoNumbers):
+    # GoNumbers: every number within what its Go field holds (int64 unless declared Int32)
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
 class PluginRef(_Strict):
     name: str = Field(min_length=1)
-    weight: int | None = Field(default=None, ge=0)
+    weight: Int32 | None = Field(default=None, ge=0)
 
 
 class PluginSet(_Strict):
@@ -101,7 +103,7 @@ class Profile(_Strict):
     schedulerName: str = Field(default=DEFAULT_SCHEDULER_NAME, min_length=1)
     plugins: Plugins | None = None
     pluginConfig: list[PluginConfig] = Field(default_factory=list)
-    percentageOfNodesToScore: int | None = Field(default=None, ge=0, le=100)
+    percentageOfNodesToScore: Int32 | None = Field(default=None, ge=0, le=100)
 
 
 class LeaderElection(_Strict):
@@ -138,19 +140,22 @@ class ClientConnection(_Strict):
     acceptContentTypes: str = ""
     contentType: str = "application/vnd.kubernetes.protobuf"
     # client-go's token bucket: 0 means client-go's defaults (5 and 10), a negative QPS no limit
-    qps: float = 50.0
-    burst: int = Field(default=100, ge=0)
+    qps: Float32 = 50.0
+    burst: Int32 = Field(default=100, ge=0)
 
 
 class SchedulerConfiguration(_Strict):
     apiVersion: str = API_VERSION
     kind: str = KIND
     profiles: list[Profile] = Field(default_factory=list)
-    percentageOfNodesToScore: int | None = Field(default=None, ge=0, le=100)
+    percentageOfNodesToScore: Int32 | None = Field(default=None, ge=0, le=100)
     podInitialBackoffSeconds: int = Field(default=DEFAULT_POD_INITIAL_BACKOFF_SECONDS, ge=0)
     podMaxBackoffSeconds: int = Field(default=DEFAULT_POD_MAX_BACKOFF_SECONDS, ge=0)
-    podMaxInUnschedulablePodsDuration: float = DEFAULT_MAX_UNSCHEDULABLE_SECONDS
-    parallelism: int = Field(default=16, ge=1)
+    # seconds; a Go duration holds about 292 years
+    podMaxInUnschedulablePodsDuration: float = Field(
+        default=DEFAULT_MAX_UNSCHEDULABLE_SECONDS, le=MAX_SECONDS
+    )
+    parallelism: Int32 = Field(default=16, ge=1)
     leaderElection: LeaderElection = Field(default_factory=LeaderElection)
     clientConnection: ClientConnection = Field(default_factory=ClientConnection)
     # read so that existing files load; koordpy does not act on them (see config.unhonoured)
@@ -330,6 +335,9 @@ def load_document(path: str | Path) -> Any:
         return yaml.safe_load(text)
     except yaml.YAMLError as err:
         raise ConfigError("", f"not valid YAML: {err}", str(p)) from None
+    except ValueError as err:
+        # the constructor refuses what Python will not convert: an integer of thousands of digits
+        raise ConfigError("", f"cannot read the configuration: {err}", str(p)) from None
 
 
 def load_configuration(path: str | Path) -> SchedulerConfiguration:

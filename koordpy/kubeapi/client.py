@@ -12,6 +12,7 @@ is shared by every request, with its size set for many small concurrent writes.
 from __future__ import annotations
 
 import contextlib
+import platform
 import ssl
 import time
 import urllib.request
@@ -24,6 +25,7 @@ import aiohttp
 import orjson
 from kubernetes_asyncio import client as k8s_client
 
+from koordpy import __version__
 from koordpy.kubeapi.credentials import load_configuration
 from koordpy.kubeapi.ratelimit import TokenBucket
 
@@ -37,6 +39,33 @@ TOKEN_REFRESH_SECONDS = 60.0
 CONNECTION_LIMIT = 256
 # aiohttp's default read buffer makes a watch of large objects crawl in 64 KiB steps
 READ_BUFFER = 2**21
+
+# Go's names for the machines Python names otherwise (runtime.GOARCH)
+_GOARCH = {"x86_64": "amd64", "aarch64": "arm64", "armv7l": "arm", "i386": "386", "i686": "386"}
+
+
+def default_user_agent(command: str = "koordpy", version: str = __version__, commit: str = "") -> str:
+    """client-go's rest.DefaultKubernetesUserAgent: `<command>/<version> (<os>/<arch>)
+    kubernetes/<commit>`, the version without its pre-release part and the commit shortened to 7
+    characters ("unknown" when the build names none, as client-go writes it)."""
+    tag = version.split("-", 1)[0] or "unknown"
+    if tag[:1].isdigit():
+        tag = "v" + tag
+    machine = platform.machine().lower()
+    arch = _GOARCH.get(machine, machine or "unknown")
+    system = platform.system().lower() or "unknown"
+    return f"{command}/{tag} ({system}/{arch}) kubernetes/{commit[:7] or 'unknown'}"
+
+
+def add_user_agent(agent: str, component: str) -> str:
+    """client-go's rest.AddUserAgent: the default user agent with `/<component>` after it."""
+    return f"{agent}/{component}"
+
+
+# what every request of koordpy's says it is; the Lease's client adds /leader-election, as
+# kube-scheduler's does
+USER_AGENT = default_user_agent()
+LEADER_ELECTION_USER_AGENT = add_user_agent(USER_AGENT, "leader-election")
 
 # told of every request: (method, HTTP status or "<error>", host, seconds or None for a watch,
 # seconds waited for the rate limiter or None without one), what client-go's rest_client_*
@@ -130,9 +159,14 @@ class KubeApi:
     """JSON requests to one apiserver with the credentials of a kubernetes-asyncio Configuration."""
 
     def __init__(
-        self, configuration: k8s_client.Configuration, *, connections: int = CONNECTION_LIMIT
+        self,
+        configuration: k8s_client.Configuration,
+        *,
+        connections: int = CONNECTION_LIMIT,
+        user_agent: str = USER_AGENT,
     ) -> None:
         self.configuration = configuration
+        self.user_agent = user_agent
         self.base = str(configuration.host).rstrip("/")
         self.proxy = settled_proxy(configuration)
         self._ssl = _ssl_context(configuration) if self.base.startswith("https") else None
@@ -141,6 +175,8 @@ class KubeApi:
             connector=aiohttp.TCPConnector(limit=connections, ssl=self._ssl or False),
             trust_env=False,
             read_bufsize=READ_BUFFER,
+            # instead of aiohttp's own (Python/3.x aiohttp/3.x), on every request
+            headers={"User-Agent": user_agent},
             json_serialize=lambda obj: orjson.dumps(obj).decode(),
         )
         self._authorization: str | None = None

@@ -54,6 +54,7 @@ from koordpy.cache.snapshot import LABEL_DISABLE_PREEMPTIBLE as LABEL_DISABLE_PR
 from koordpy.cache.snapshot import LABEL_QUOTA_PREEMPTIBLE as LABEL_QUOTA_PREEMPTIBLE
 from koordpy.cache.snapshot import preemptible as preemptible
 from koordpy.config.args import PluginArgs
+from koordpy.config.numbers import Int32
 from koordpy.framework.cycle_state import CycleState
 from koordpy.framework.diagnosis import NO_NODE_AVAILABLE, Diagnosis
 from koordpy.framework.effects import Evict, Nominate
@@ -88,8 +89,9 @@ _NOT_HELPFUL = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (MSG_NOT_HELPFUL,))
 
 
 class DefaultPreemptionArgs(PluginArgs):
-    min_candidate_nodes_percentage: int = Field(default=10, strict=True)
-    min_candidate_nodes_absolute: int = Field(default=100, strict=True, validate_default=True)
+    # int32 in Go, as every number of these args
+    min_candidate_nodes_percentage: Int32 = Field(default=10, strict=True)
+    min_candidate_nodes_absolute: Int32 = Field(default=100, strict=True, validate_default=True)
 
     @field_validator("min_candidate_nodes_percentage")
     @classmethod

@@ -29,6 +29,7 @@ from koordpy.api.labels import LabelSelector
 from koordpy.api.pod import Pod
 from koordpy.cache.snapshot import PodMatcher, Snapshot
 from koordpy.config.args import PluginArgs
+from koordpy.config.numbers import Int32
 from koordpy.framework.cycle_state import CycleState
 from koordpy.framework.interfaces import (
     MAX_NODE_SCORE,
@@ -81,7 +82,7 @@ _T = TypeVar("_T")
 
 
 class InterPodAffinityArgs(PluginArgs):
-    hard_pod_affinity_weight: int = Field(default=1, strict=True)
+    hard_pod_affinity_weight: Int32 = Field(default=1, strict=True)
     ignore_preferred_terms_of_existing_pods: bool = Field(default=False, strict=True)
 
     @field_validator("hard_pod_affinity_weight")

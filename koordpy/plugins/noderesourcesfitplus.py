@@ -31,6 +31,7 @@ from koordpy.api import names
 from koordpy.api.pod import Pod
 from koordpy.api.resources import CPU, MEMORY
 from koordpy.config.args import PluginArgs
+from koordpy.config.numbers import INT64_MAX
 from koordpy.framework.cycle_state import CycleState
 from koordpy.framework.handle import Handle
 from koordpy.framework.interfaces import MAX_NODE_SCORE, Plugin, PreScorePlugin, ScorePlugin
@@ -67,6 +68,13 @@ class NodeResourcesFitPlusArgs(PluginArgs):
         for name in resources:
             if not name.strip():
                 raise ValueError("resource names must not be empty")
+        # a node's score sums score x weight (scores up to 100) in an int64, as kube-scheduler
+        # refuses score weights whose total could overflow
+        if sum(r.weight for r in resources.values()) * MAX_NODE_SCORE > INT64_MAX:
+            raise ValueError(
+                f"the total of the weights times {MAX_NODE_SCORE} could overflow an int64: "
+                f"at most {INT64_MAX // MAX_NODE_SCORE} in all"
+            )
         return resources
 
 

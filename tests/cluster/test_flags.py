@@ -296,6 +296,24 @@ def test_an_invalid_configuration_is_one_line_and_exit_2(
         (["--feature-gates=SchedulerQueueingHints=maybe"], "invalid value of SchedulerQueueingHints"),
         (["--profiling=yes"], "--profiling"),
         (["--pod-max-in-unschedulable-pods-duration=60"], "time: invalid duration"),
+        # kube-scheduler's flags are Go types: what they cannot hold is refused as pflag refuses it
+        (["--leader-elect-lease-duration=" + "9" * 5000 + "s"], "time: invalid duration"),
+        (["--leader-elect-renew-deadline=" + "0." + "1" * 5000], "time: invalid duration"),
+        (["--kube-api-qps=nan"], "finite"),
+        (["--kube-api-qps=inf"], "finite"),
+        (["--kube-api-qps=-inf"], "finite"),
+        (["--kube-api-qps=1e39"], "float32"),
+        (["--kube-api-qps=fast"], "not a number"),
+        (["--kube-api-burst=2147483648"], "value out of range"),
+        (["--kube-api-burst=" + "1" * 5000], "value out of range"),
+        (["--bind-address=not-an-ip"], "failed to parse IP"),
+        (["--bind-address=10.0.0.256"], "failed to parse IP"),
+        (["--bind-address=fe80::1%eth0"], "failed to parse IP"),
+        (["--bind-address="], "failed to parse IP"),
+        (["-v=2147483648"], "value out of range"),
+        (["-v", "9" * 5000], "value out of range"),
+        (["-v=1_0"], "not a number"),
+        (["-v=-1"], "must be 0 or more"),
     ],
 )
 def test_an_invalid_flag_is_one_line_and_exit_2(
@@ -307,6 +325,34 @@ def test_an_invalid_flag_is_one_line_and_exit_2(
     assert stopped.value.code == 2
     line = one_line(capsys)
     assert line.startswith("koordpy: invalid flag: ") and says in line
+
+
+@pytest.mark.parametrize(
+    ("argv", "names", "values"),
+    [
+        # client-go builds no token bucket for a negative QPS: no client-side limit, as in kube
+        (["--kube-api-qps=-1"], ("qps",), (-1.0,)),
+        (["--kube-api-qps=3.5"], ("qps",), (3.5,)),
+        (["--kube-api-burst=2147483647"], ("burst",), (2147483647,)),
+        (["--bind-address=::1"], ("bind_address",), ("::1",)),
+        (["--bind-address= 10.0.0.1 "], ("bind_address",), ("10.0.0.1",)),
+        (
+            ["--leader-elect-lease-duration=2562047h47m16.854775807s"],
+            ("lease_duration",),
+            (9223372036.854776,),
+        ),
+    ],
+)
+def test_the_limits_of_kube_schedulers_flag_types_are_accepted(
+    tmp_path: Path, argv: list[str], names: tuple[str, ...], values: tuple[Any, ...]
+) -> None:
+    options, _ = resolve(argv, tmp_path)
+    assert fields(options, names) == values
+
+
+def test_verbosity_up_to_klogs_int32_level_is_accepted() -> None:
+    args = build_parser().parse_args(["run", "-v=2147483647"])
+    assert flags.log_settings(args).verbosity == 2147483647
 
 
 async def test_an_api_server_that_does_not_answer_is_waited_for_and_reported_not_ready() -> None:

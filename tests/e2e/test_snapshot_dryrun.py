@@ -487,3 +487,40 @@ def test_the_dry_run_role_is_bound_to_the_subjects_named_and_can_be_left_out(
     ]
     assert dry_run_role(render(helm, "dryRun.clusterRole=false")) is None
     assert dry_run_role(render(helm, "rbac.create=false")) is None
+
+
+@pytest.mark.parametrize(
+    ("data", "says"),
+    [
+        pytest.param({"config.yaml": "profiles: [\n"}, "not valid YAML", id="not-yaml"),
+        pytest.param({"config.yaml": "a: &x [1]\nb: *x\n"}, "YAML aliases are not read", id="aliases"),
+        pytest.param({"other.yaml": "profiles: []\n"}, "has no key 'config.yaml'", id="no-such-key"),
+    ],
+)
+async def test_a_configmap_that_holds_no_readable_configuration_is_exit_2(
+    control_plane: ControlPlane, kube_api: client.ApiClient, tmp_path: Path, data: dict[str, str], says: str
+) -> None:
+    """What the ConfigMap holds is the user's input, as a --config file is: a located line and exit
+    status 2, not the exit 1 of a cluster that cannot be reached."""
+    core = client.CoreV1Api(kube_api)
+    name = f"bad-config-{uuid.uuid4().hex[:6]}"
+    await core.create_namespaced_config_map(
+        "default", client.V1ConfigMap(metadata=client.V1ObjectMeta(name=name), data=data)
+    )
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text("apiVersion: v1\nkind: Namespace\nmetadata: {name: x}\n")
+    try:
+        result = await asyncio.to_thread(
+            subprocess.run,
+            [
+                sys.executable, "-m", "koordpy.cli", "simulate", "--from-cluster",
+                "--kubeconfig", str(control_plane.kubeconfig), "--configmap", f"default/{name}",
+                str(manifest),
+            ],
+            capture_output=True, text=True, timeout=120, cwd=REPO_ROOT,
+        )  # fmt: skip
+    finally:
+        await core.delete_namespaced_config_map(name, "default")
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith(f"koordpy: invalid configuration: default/{name}"), result.stderr
+    assert says in result.stderr and result.stderr.count("\n") == 1, result.stderr

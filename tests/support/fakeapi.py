@@ -27,7 +27,7 @@ scripted, and records every request.
 - `Reply.items(...)`: a list answer to script by hand (held, or in a sequence).
 - `Reply.hold`: an event the answer waits for, so a test can keep a request on the wire.
 - `requests`: every request, in arrival order, with method, path, query, JSON body, content type,
-  and when it arrived and was answered (as positions in one sequence, for ordering assertions).
+  user agent, and when it arrived and was answered (as positions in one sequence, for ordering assertions).
 """
 
 from __future__ import annotations
@@ -102,6 +102,7 @@ class Request:
     # positions in the server's one sequence of arrivals and answers
     arrived: int
     answered: int | None = None
+    user_agent: str = ""
 
     @property
     def watch(self) -> bool:
@@ -325,6 +326,7 @@ class FakeApiServer:
             orjson.loads(raw) if raw else None,
             http.headers.get("Content-Type", ""),
             next(self._sequence),
+            user_agent=http.headers.get("User-Agent", ""),
         )
         await self._note(request)
         try:

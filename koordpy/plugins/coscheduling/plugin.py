@@ -55,7 +55,7 @@ from pydantic import Field, field_validator
 
 from koordpy import logs
 from koordpy.api import names
-from koordpy.api.duration import parse_duration
+from koordpy.api.duration import MAX_SECONDS, parse_duration
 from koordpy.api.pod import Pod
 from koordpy.config.args import PluginArgs
 from koordpy.framework.cycle_state import CycleState
@@ -163,8 +163,9 @@ class CoschedulingArgs(PluginArgs):
     default_match_policy: str = ONCE_SATISFIED
     enable_preemption: bool = True
     aware_network_topology: bool = True
-    permit_waiting_time_seconds: int = Field(default=60, ge=0)
-    pod_group_backoff_seconds: int = Field(default=0, ge=0)
+    # seconds Go turns into a time.Duration: no longer than one holds (about 292 years)
+    permit_waiting_time_seconds: int = Field(default=60, ge=0, le=int(MAX_SECONDS))
+    pod_group_backoff_seconds: int = Field(default=0, ge=0, le=int(MAX_SECONDS))
     pod_group_reject_percentage: int = Field(default=10, ge=0, le=100)
     controller_workers: int = Field(default=1, ge=1)
     skip_check_schedule_cycle: bool = False
@@ -175,6 +176,8 @@ class CoschedulingArgs(PluginArgs):
         seconds = parse_duration(value) if isinstance(value, str) else float(value)
         if seconds < 0:
             raise ValueError("must not be negative")
+        if seconds > MAX_SECONDS:
+            raise ValueError(f"{value} seconds is longer than a Go duration can be (about 292 years)")
         return seconds
 
     @field_validator("default_match_policy")

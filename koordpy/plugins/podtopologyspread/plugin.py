@@ -19,6 +19,7 @@ from koordpy.api.affinity import DO_NOT_SCHEDULE, HONOR, IGNORE, SCHEDULE_ANYWAY
 from koordpy.api.node import HOSTNAME_LABEL, ZONE_LABEL
 from koordpy.api.pod import Pod
 from koordpy.config.args import PluginArgs
+from koordpy.config.numbers import Int32
 from koordpy.framework.cycle_state import CycleState
 from koordpy.framework.interfaces import (
     NODE_ADD,
@@ -53,11 +54,12 @@ NODE_DELETE = ClusterEvent("Node", "Delete")
 class DefaultConstraint(PluginArgs):
     """A v1.TopologySpreadConstraint without a selector: the selector is deduced for each pod."""
 
-    max_skew: int
+    # int32 in Go (v1.TopologySpreadConstraint), as minDomains
+    max_skew: Int32
     topology_key: str
     when_unsatisfiable: str
     label_selector: dict[str, Any] | None = None
-    min_domains: int | None = None
+    min_domains: Int32 | None = None
     # accepted as in the API type, but without effect: the deduced selector replaces the whole
     # selector, as kube-scheduler does
     match_label_keys: list[str] | None = None
