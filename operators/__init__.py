@@ -225,8 +225,12 @@ async def run_operators(
     signal_handler: Callable[[], object] | None = None,
     master: str | None = None,
     fence: Callable[[], bool] | None = None,
+    on_write: Callable[[str, bool], None] | None = None,
 ) -> None:
     """Run the operators on the running event loop until `stop` is set.
+
+    `on_write`, when given, hears of each ElasticQuota status, object and Event write with its
+    operation and whether it was taken (`koordpy run` counts them in koordpy_api_writes_total).
 
     `fence`, when given, is asked before each status write is sent (`KubeApi.fence`): the
     scheduler's leadership, so that a deposed instance writes no status.
@@ -255,7 +259,7 @@ async def run_operators(
     api = KubeApi(configuration)
     api.fence = fence
     try:
-        await _run_with(api, registry, stop, ready, facts, shutdown_timeout, signal_handler)
+        await _run_with(api, registry, stop, ready, facts, shutdown_timeout, signal_handler, on_write)
     finally:
         await api.close()
 
@@ -268,11 +272,12 @@ async def _run_with(
     given_facts: ClusterFacts | None,
     shutdown_timeout: float,
     signal_handler: Callable[[], object] | None,
+    on_write: Callable[[str, bool], None] | None = None,
 ) -> None:
     facts = given_facts if given_facts is not None else ClusterFacts()
     podgroups = PodGroupController(api, facts)
     topologies = TopologyController(api, facts)
-    quotas = QuotaController(api, facts)
+    quotas = QuotaController(api, facts, on_write=on_write)
     memo = kopf.Memo({podgroup.MEMO_KEY: podgroups, topology.MEMO_KEY: topologies, quota.MEMO_KEY: quotas})
     kopf_stop = asyncio.Event()
     kopf_ready = asyncio.Event()

@@ -16,7 +16,17 @@ request, child-request, non-preemptible request and used: `koordpy.status.quota`
 A quota with a problem (`koordpy.quota.tree`: a cycle, an unknown parent, a child's min above its
 parent's, min above max, a name or namespace taken by an older quota, ...) gets the condition
 `Valid=False` naming it and one Warning event each time the problem changes; the condition goes
-when the problem does.
+when the problem does. A quota whose used is above its max (a max lowered below what its pods hold)
+gets `WithinMax=False` (reason `UsedExceedsMax`, the resources and amounts in its message) and one
+Warning event when that begins; the condition goes once used is within max.
+
+Every write is idempotent (nothing is sent where the object says it already) and counted: the
+`on_write` callback hears each one with its operation (`elasticquota_status`, `elasticquota`,
+`elasticquota_event`) and whether the apiserver took it (`koordpy_api_writes_total`). Where a group's
+CRD serves no status subresource, the status is patched onto the object, which raises its
+`metadata.generation`; once that is learned (the `/status` path answers 404 and the object's own
+patch takes the status), the operator writes there directly, and a condition's observedGeneration
+lagging behind is no reason to write again (it always would: each write makes a new generation).
 """
 
 from __future__ import annotations
@@ -26,7 +36,7 @@ import logging
 import math
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -60,6 +70,13 @@ KIND = "ElasticQuota"
 MEMO_KEY = "elasticquotas"
 REPORTING_CONTROLLER = "koordpy"
 EVENT_ACTION = "Validate"
+# the operation label of each write in koordpy_api_writes_total
+WRITE_STATUS = "elasticquota_status"
+WRITE_OBJECT = "elasticquota"
+WRITE_EVENT = "elasticquota_event"
+
+# told of every write: its operation and whether the apiserver took it
+WriteObserver = Callable[[str, bool], None]
 # events.k8s.io/v1 validation limits
 _NOTE_LIMIT = 1024
 _INSTANCE_LIMIT = 128
@@ -104,8 +121,12 @@ class QuotaController:
         min_interval: float = 1.0,
         max_backoff: float = 30.0,
         instance: str | None = None,
+        on_write: WriteObserver | None = None,
     ) -> None:
         self._api = api
+        self._on_write = on_write
+        # per API group, whether its CRD serves the status subresource (None: not known yet)
+        self._status_served: dict[str, bool | None] = dict.fromkeys(API_GROUPS)
         self._facts = facts
         self._min_interval = min_interval
         self._max_backoff = max_backoff
@@ -215,9 +236,24 @@ class QuotaController:
         if failed:
             raise RuntimeError("; ".join(failed))
 
+    async def _write(
+        self, operation: str, method: str, path: str, body: Any, content_type: str
+    ) -> dict[str, Any]:
+        """One write, counted with its operation and result."""
+        ok = False
+        try:
+            answer = await self._api.request(method, path, body=body, content_type=content_type)
+            ok = True
+            return answer
+        finally:
+            if self._on_write is not None:
+                self._on_write(operation, ok)
+
     async def _sync(self, key: QuotaKey, body: Mapping[str, Any], desired: QuotaStatus) -> None:
         now = time.time()
-        patch = quota_patch(body, desired, now)
+        group = key.api_group
+        in_object = self._status_served[group] is False
+        patch = quota_patch(body, desired, now, status_bumps_generation=in_object)
         self._log_problem(key, desired.problem)
         if not patch:
             return
@@ -225,11 +261,14 @@ class QuotaController:
         main: dict[str, Any] = {}
         if patch.annotations is not None:
             main["metadata"] = {"annotations": patch.annotations}
-        if patch.status is not None:
+        if patch.status is not None and in_object:
+            main["status"] = patch.status
+        elif patch.status is not None:
             try:
-                written = await self._api.request(
-                    "PATCH", key.status_path, body={"status": patch.status}, content_type=MERGE_PATCH
+                written = await self._write(
+                    WRITE_STATUS, "PATCH", key.status_path, {"status": patch.status}, MERGE_PATCH
                 )
+                self._status_served[group] = True
             except ApiError as err:
                 if err.status != 404:
                     raise
@@ -239,19 +278,32 @@ class QuotaController:
                 main["status"] = patch.status
         if main:
             try:
-                written = await self._api.request("PATCH", key.path, body=main, content_type=MERGE_PATCH)
+                written = await self._write(WRITE_OBJECT, "PATCH", key.path, main, MERGE_PATCH)
             except ApiError as err:
                 if err.status == 404:
                     return
                 raise
-        if written and self._bodies[key.api_group].get(key) is body and written.get("metadata"):
+            if "status" in main:
+                self._learn_status_in_object(group, written, desired, now)
+        if written and self._bodies[group].get(key) is body and written.get("metadata"):
             # the next computation compares with what was written, even before kopf's event of it
-            self._bodies[key.api_group][key] = written
+            self._bodies[group][key] = written
         logger.debug(
             "ElasticQuota %s: wrote %s", key, {"annotations": patch.annotations, "status": patch.status}
         )
-        if patch.reported is not None:
-            await self._event(key, body, patch.reported, now)
+        for problem in patch.reported:
+            await self._event(key, body, problem, now)
+
+    def _learn_status_in_object(
+        self, group: str, written: Mapping[str, Any] | None, desired: QuotaStatus, now: float
+    ) -> None:
+        """The object's own patch carried the status: it is where the group's status goes when the
+        object took it. When it did not (a status subresource serves it now, and the apiserver drops
+        a status written to the object), the next write tries `/status` again."""
+        took = isinstance(written, Mapping) and (
+            quota_patch(written, desired, now, status_bumps_generation=True).status is None
+        )
+        self._status_served[group] = False if took else None
 
     def _log_problem(self, key: QuotaKey, problem: QuotaProblem | None) -> None:
         said = (problem.reason, problem.message) if problem is not None else None
@@ -265,8 +317,9 @@ class QuotaController:
         logger.warning("ElasticQuota %s stays out of scheduling: %s", key, said[1])
 
     async def _event(self, key: QuotaKey, body: Mapping[str, Any], problem: QuotaProblem, now: float) -> None:
-        """One Warning event on the quota naming its problem; an event the apiserver does not take
-        is lost (the condition says the same), as a recorder's are once it gives up."""
+        """One Warning event on the quota naming its problem (or its used above max); an event the
+        apiserver does not take is lost (the condition says the same), as a recorder's are once it
+        gives up."""
         meta = body.get("metadata")
         uid = meta.get("uid") if isinstance(meta, Mapping) else None
         event = {
@@ -290,11 +343,8 @@ class QuotaController:
             },
         }
         try:
-            await self._api.request(
-                "POST",
-                f"/apis/events.k8s.io/v1/namespaces/{key.namespace}/events",
-                body=event,
-                content_type=JSON,
+            await self._write(
+                WRITE_EVENT, "POST", f"/apis/events.k8s.io/v1/namespaces/{key.namespace}/events", event, JSON
             )
         except (ApiError, OSError, TimeoutError) as err:
             logger.warning("ElasticQuota %s: the %s event was not recorded: %s", key, problem.reason, err)

@@ -198,6 +198,8 @@ class EmbeddedOperators:
         self._options = options
         self._on_signal = on_signal
         self._fence = fence
+        # the operators' quota writes count in koordpy_api_writes_total, as the scheduler's do
+        self._on_write = world.metrics.api_write
         self.facts: ClusterFacts = ClusterFacts()
         world.pod_watchers.append(self.facts.on_pod)
         world.node_watchers.append(self.facts.on_node)
@@ -222,6 +224,7 @@ class EmbeddedOperators:
                 # kopf takes the signal handlers at start-up; these go back in their place
                 signal_handler=self._on_signal,
                 fence=self._fence,
+                on_write=self._on_write,
             )
         except Exception:  # the status operators failing must not stop the scheduling
             log.exception("the status operators stopped; the scheduler goes on without them")

@@ -62,6 +62,11 @@ ANNOTATION_NON_PREEMPTIBLE_REQUEST = f"{_PREFIX}/non-preemptible-request"
 ANNOTATION_NON_PREEMPTIBLE_USED = f"{_PREFIX}/non-preemptible-used"
 
 VALID = "Valid"
+# a quota whose used is above its max (the max was lowered below what its pods hold): the pods keep
+# running, none of the quota is admitted until used is within max again; named as Valid is, and
+# kept beside it
+WITHIN_MAX = "WithinMax"
+USED_EXCEEDS_MAX = "UsedExceedsMax"
 
 # the quota a pod joins: its namespace and the quota label it carries ("" for none)
 Pair = tuple[str, str]
@@ -149,6 +154,8 @@ class QuotaStatus:
     non_preemptible_request: ResourceList | None = None
     non_preemptible_used: ResourceList | None = None
     problem: QuotaProblem | None = None
+    # used above max in some resource the max names (see WITHIN_MAX)
+    over_max: QuotaProblem | None = None
 
     def annotations(self) -> tuple[tuple[str, ResourceList | None], ...]:
         """Each annotation this status writes, with its list."""
@@ -169,6 +176,22 @@ def _pair_pod(pair: Pair) -> Pod:
 
 def _row_list(names: tuple[str, ...], values: np.ndarray, mask: np.ndarray) -> ResourceList:
     return {name: int(values[j]) for j, name in enumerate(names) if mask[j] and int(values[j]) < UNLIMITED}
+
+
+def over_max(key: str, name: str, used: Mapping[str, int], limits: Mapping[str, int]) -> QuotaProblem | None:
+    """The WithinMax=False problem of a quota using more than its max in a resource the max names."""
+    over = [r for r in sorted(limits) if used.get(r, 0) > limits[r]]
+    if not over:
+        return None
+    amounts = "; ".join(
+        f"{r} used {format_amount(r, used.get(r, 0))} > max {format_amount(r, limits[r])}" for r in over
+    )
+    return QuotaProblem(
+        key,
+        USED_EXCEEDS_MAX,
+        f"quota {name}: used is above max ({amounts}): its pods keep running, and no pod of the "
+        "quota is admitted until used is within max",
+    )
 
 
 def koordinator_statuses(
@@ -207,13 +230,15 @@ def koordinator_statuses(
             continue
         managed = tree.max_mask[row]
         names = tree.resources
+        used_list = _row_list(names, used_tree[row], managed)
         out[quota.key] = QuotaStatus(
-            used=_row_list(names, used_tree[row], managed),
+            used=used_list,
             runtime=_row_list(names, state.runtime[row], managed),
             request=_row_list(names, state.request[row], managed),
             child_request=_row_list(names, state.child_request[row], managed),
             non_preemptible_request=_row_list(names, np_request_tree[row], managed),
             non_preemptible_used=_row_list(names, np_used_tree[row], managed),
+            over_max=over_max(quota.key, quota.name, used_list, _row_list(names, tree.max[row], managed)),
         )
     for shadowed in tree.index.shadowed:
         out[shadowed.key] = QuotaStatus(problem=tree.problems.get(shadowed.key))
@@ -234,7 +259,9 @@ def namespace_statuses(quotas: NamespaceQuotas, sums: QuotaSums) -> dict[str, Qu
         for name, amount in sums.running.get(quota.namespace, {}).items():
             if amount:
                 used[name] = used.get(name, 0) + amount
-        out[quota.key] = QuotaStatus(used=used)
+        # compared in the resources spec.max names (CapacityScheduling's bound where it has one)
+        above = over_max(quota.key, quota.key, used, quota.max or {})
+        out[quota.key] = QuotaStatus(used=used, over_max=above)
     for shadowed in quotas.index.shadowed:
         out[shadowed.key] = QuotaStatus(problem=quotas.problems.get(shadowed.key))
     return out
@@ -244,12 +271,12 @@ def namespace_statuses(quotas: NamespaceQuotas, sums: QuotaSums) -> dict[str, Qu
 @dataclass(frozen=True, slots=True)
 class QuotaPatch:
     """The merge patches that make an object say a QuotaStatus: of `metadata.annotations` and of
-    `status` (None: nothing to change), and the problem whose condition is new or changed (it is
-    reported once, with the write)."""
+    `status` (None: nothing to change), and the problems whose condition is new or changed (each is
+    reported once, with the write, as a Warning event)."""
 
     annotations: dict[str, str] | None
     status: dict[str, Any] | None
-    reported: QuotaProblem | None
+    reported: tuple[QuotaProblem, ...] = ()
 
     def __bool__(self) -> bool:
         return self.annotations is not None or self.status is not None
@@ -293,28 +320,26 @@ def _same(stored: ResourceList | None, desired: ResourceList, *, ignore_zeros: b
     return stored == desired
 
 
-def _conditions(
-    status: Mapping[str, Any], problem: QuotaProblem | None, generation: int | None, now: float
-) -> tuple[list[dict[str, Any]] | None, bool]:
-    """(the conditions to write, or None when they stay as they are; whether the Valid=False
-    condition is new or says something new). Conditions of other types are kept."""
-    raw = status.get("conditions")
-    stored = [dict(c) for c in raw if isinstance(c, Mapping)] if isinstance(raw, list) else []
-    old = next((c for c in stored if c.get("type") == VALID), None)
-    others = [c for c in stored if c.get("type") != VALID]
-    if problem is None:
-        return (others if old is not None else None), False
+def _condition(
+    old: Mapping[str, Any] | None,
+    problem: QuotaProblem,
+    generation: int | None,
+    now: float,
+    *,
+    check_generation: bool,
+) -> dict[str, Any] | None:
+    """The condition (status False) that says `problem`, or None when `old` says it already."""
     if (
         old is not None
         and old.get("status") == "False"
         and old.get("reason") == problem.reason
         and old.get("message") == problem.message
-        and (generation is None or old.get("observedGeneration") == generation)
+        and (not check_generation or generation is None or old.get("observedGeneration") == generation)
     ):
-        return None, False
+        return None
     was_false = old is not None and old.get("status") == "False" and old.get("lastTransitionTime")
     condition: dict[str, Any] = {
-        "type": VALID,
+        "type": old.get("type") if old is not None else None,
         "status": "False",
         "reason": problem.reason,
         "message": problem.message,
@@ -322,17 +347,82 @@ def _conditions(
     }
     if generation is not None:
         condition["observedGeneration"] = generation
-    said_before = old is not None and (old.get("reason"), old.get("message")) == (
-        problem.reason,
-        problem.message,
-    )
-    return [*others, condition], not (was_false and said_before)
+    return condition
 
 
-def quota_patch(obj: Mapping[str, Any], desired: QuotaStatus, now: float) -> QuotaPatch:
-    """What to write so that `obj` (an ElasticQuota as last seen) says `desired`. Koordinator's
-    group compares its lists with zeros removed (quotav1.Equals of RemoveZeros), scheduler-plugins'
-    as they are (apiequality.Semantic.DeepEqual)."""
+def _conditions(
+    status: Mapping[str, Any],
+    wanted: Mapping[str, QuotaProblem | None],
+    generation: int | None,
+    now: float,
+    *,
+    check_generation: bool = True,
+) -> tuple[list[dict[str, Any]] | None, tuple[QuotaProblem, ...]]:
+    """(the conditions to write, or None when they stay as they are; the problems newly said).
+    `wanted` holds, per condition type the operator owns, the problem it says (status False), or
+    None where it goes; conditions of other types are kept, in their place.
+
+    Valid=False is reported again whenever its reason or message changes; WithinMax=False when it
+    comes or its reason changes (its message follows the used figures, which move with every pod).
+    `check_generation` False: a condition that says the same is not rewritten for a newer
+    generation, as where the CRD serves no status subresource each status write makes one."""
+    raw = status.get("conditions")
+    stored = [dict(c) for c in raw if isinstance(c, Mapping)] if isinstance(raw, list) else []
+    out: list[dict[str, Any]] = []
+    changed = False
+    reported: list[QuotaProblem] = []
+    seen: set[str] = set()
+    for cond in stored:
+        kind = cond.get("type")
+        if not isinstance(kind, str) or kind not in wanted:
+            out.append(cond)
+            continue
+        if kind in seen:
+            changed = True  # a second condition of a type the operator owns goes
+            continue
+        seen.add(kind)
+        problem = wanted[kind]
+        if problem is None:
+            changed = True
+            continue
+        new = _condition(cond, problem, generation, now, check_generation=check_generation)
+        if new is None:
+            out.append(cond)
+            continue
+        changed = True
+        out.append(new)
+        if _newly_said(kind, cond, problem):
+            reported.append(problem)
+    for kind, problem in wanted.items():
+        if kind in seen or problem is None:
+            continue
+        new = _condition(None, problem, generation, now, check_generation=check_generation)
+        assert new is not None
+        new["type"] = kind
+        out.append(new)
+        changed = True
+        reported.append(problem)
+    return (out if changed else None), tuple(reported)
+
+
+def _newly_said(kind: str, old: Mapping[str, Any], problem: QuotaProblem) -> bool:
+    if old.get("status") != "False" or not old.get("lastTransitionTime"):
+        return True
+    if old.get("reason") != problem.reason:
+        return True
+    return kind == VALID and old.get("message") != problem.message
+
+
+def quota_patch(
+    obj: Mapping[str, Any], desired: QuotaStatus, now: float, *, status_bumps_generation: bool = False
+) -> QuotaPatch:
+    """What to write so that `obj` (an ElasticQuota as last seen) says `desired`; nothing when it
+    says it already. Koordinator's group compares its lists with zeros removed (quotav1.Equals of
+    RemoveZeros), scheduler-plugins' as they are (apiequality.Semantic.DeepEqual).
+
+    `status_bumps_generation`: the CRD serves no status subresource, so the apiserver raises
+    `metadata.generation` with every status write; a condition's observedGeneration then never
+    catches up with it, and is not a reason to write (that would write forever)."""
     api_group = str(obj.get("apiVersion") or "").split("/", 1)[0]
     koordinator = api_group == KOORDINATOR_GROUP
     meta = obj.get("metadata")
@@ -347,7 +437,10 @@ def quota_patch(obj: Mapping[str, Any], desired: QuotaStatus, now: float) -> Quo
         _parsed(current.get("used")), desired.used, ignore_zeros=koordinator
     ):
         status["used"] = render(desired.used)
-    conditions, reported = _conditions(current, desired.problem, generation, now)
+    wanted = {VALID: desired.problem, WITHIN_MAX: desired.over_max}
+    conditions, reported = _conditions(
+        current, wanted, generation, now, check_generation=not status_bumps_generation
+    )
     if conditions is not None:
         status["conditions"] = conditions or None
 
@@ -360,7 +453,7 @@ def quota_patch(obj: Mapping[str, Any], desired: QuotaStatus, now: float) -> Quo
         text = stored.get(key)
         if not _same(_annotation_list(text if isinstance(text, str) else None), amounts, ignore_zeros=True):
             annotations[key] = orjson.dumps(render(amounts)).decode()
-    return QuotaPatch(annotations or None, status or None, desired.problem if reported else None)
+    return QuotaPatch(annotations or None, status or None, reported)
 
 
 def spec_fingerprint(obj: Mapping[str, Any]) -> bytes:
@@ -401,7 +494,9 @@ __all__ = [
     "ANNOTATION_NON_PREEMPTIBLE_USED",
     "ANNOTATION_REQUEST",
     "ANNOTATION_RUNTIME",
+    "USED_EXCEEDS_MAX",
     "VALID",
+    "WITHIN_MAX",
     "Pair",
     "QuotaPatch",
     "QuotaPod",
@@ -409,6 +504,7 @@ __all__ = [
     "QuotaSums",
     "koordinator_statuses",
     "namespace_statuses",
+    "over_max",
     "parse_quotas",
     "quota_patch",
     "render",

@@ -485,7 +485,7 @@ def test_a_problem_becomes_a_condition_reported_once_and_goes_when_fixed() -> No
     )
     obj = quota("c")
     first = quota_patch(obj, QuotaStatus(problem=problem), NOW)
-    assert first.reported == problem
+    assert first.reported == (problem,)
     assert first.status is not None
     (condition,) = first.status["conditions"]
     assert condition["type"] == VALID and condition["status"] == "False"
@@ -493,16 +493,16 @@ def test_a_problem_becomes_a_condition_reported_once_and_goes_when_fixed() -> No
     assert condition["observedGeneration"] == 1
     written = merge_patch(obj, {"status": first.status})
     again = quota_patch(written, QuotaStatus(problem=problem), NOW + 60)
-    assert not again and again.reported is None
+    assert not again and again.reported == ()
     other = QuotaProblem("default/c", UNKNOWN_PARENT, "quota c: parent quota p does not exist")
     changed = quota_patch(written, QuotaStatus(problem=other), NOW + 60)
-    assert changed.reported == other
+    assert changed.reported == (other,)
     assert changed.status is not None
     # still False: the transition time stays that of the first problem
     assert changed.status["conditions"][0]["lastTransitionTime"] == condition["lastTransitionTime"]
     fixed = quota_patch(written, QuotaStatus(used={"cpu": 0}, runtime={}, request={}), NOW + 120)
     assert fixed.status is not None and fixed.status["conditions"] is None
-    assert fixed.reported is None
+    assert fixed.reported == ()
 
 
 # ---------------------------------------------------------------------------------------------- the facts

@@ -11,7 +11,7 @@ import pytest
 from koordpy.api.pod import Pod
 from koordpy.api.resources import MAX_AMOUNT
 from koordpy.cache import Snapshot
-from koordpy.plugins.elasticquota.book import NamespaceBook, nominated_requests
+from koordpy.plugins.elasticquota.namespace_book import NamespaceBook, nominated_requests
 from tests.builders import pod_dict
 from tests.quota.quotas import cores, xk8s_dict
 

@@ -16,7 +16,9 @@ import pytest
 from koordpy.api.elasticquota import LABEL_QUOTA_NAME
 from koordpy.api.pod import Pod
 from koordpy.cache import Snapshot
-from koordpy.plugins.elasticquota.book import KoordinatorBook, NamespaceBook, QuotaBook
+from koordpy.plugins.elasticquota.book import QuotaBook
+from koordpy.plugins.elasticquota.koordinator_book import KoordinatorBook
+from koordpy.plugins.elasticquota.namespace_book import NamespaceBook
 from tests.builders import pod_dict
 from tests.quota.quotas import cores, koord_dict, xk8s_dict
 

@@ -3,15 +3,20 @@
 room for them, borrow what other quotas leave idle, and take it back by preemption.
 
 Both plugins are one implementation over the quota core (`koordpy.quota`) and a book per API group
-(`book.py`); each API keeps its own system's rules. They do nothing until an ElasticQuota of their
-group exists: a cluster without quotas is scheduled exactly as without these plugins.
+(`book.py`); each API keeps its own system's rules. They hold, admit and order nothing until an
+ElasticQuota of their group exists: a cluster without quotas is scheduled exactly as without these
+plugins (a pod naming a Koordinator quota included: Koordinator counts it in its default quota).
+CapacityScheduling's PostFilter preempts even then, by kube-scheduler's priority rule, as
+scheduler-plugins' does (with its own configuration it is the only PostFilter).
 
 Extension points:
 
 - PreEnqueue: a pod whose quota has a problem (the tree's validation, `koordpy.quota.tree`), or
   that names a quota that does not exist, is held with reason QuotaInvalid or QuotaNotFound and a
   message naming the quota and the problem; every other quota keeps working. It is let through once
-  the quota is fixed (the queue asks again on every ElasticQuota event).
+  the quota is fixed (the queue asks again on every ElasticQuota event). The other members of a
+  gang group that cannot reach minMember without such pods are held with them, their message
+  naming the held member and its quota's problem (`gangs.py`).
 - PreFilter: the quota check (`koordpy.quota.admission`), with the message
   `quota team-a: cpu used 30 + requested 8 > runtime 32`. A member of a gang group that is being
   placed as a unit is admitted with the group: the requests of all the group's pending members are
@@ -22,9 +27,10 @@ Extension points:
   taken off their nodes held given back (Koordinator's AddPod/RemovePod on its PostFilterState,
   CapacityScheduling's on its snapshot of the quotas). In an ordinary cycle the Filter is skipped.
 - PostFilter: the pod-level preemption of kube-scheduler (`DefaultPreemption`'s algorithm) with this
-  plugin's victim rules, for every pod the rules apply to; when it finds nothing, no other
-  PostFilter evicts for the pod. Gang groups keep Coscheduling's job-level preemption (it runs
-  first), which consults the same rules through the handle (`VictimFilter`).
+  plugin's victim rules, for every pod the rules apply to (CapacityScheduling: every pod its quota
+  does not hold, quotas or not); when it finds nothing, no other PostFilter evicts for the pod.
+  Gang groups keep Coscheduling's job-level preemption (it runs first), which consults the same
+  rules through the handle (`VictimFilter`).
 - Reserve/Unreserve: a placed pod counts in its quota's used from Reserve on.
 - QueueShare: of pods of equal priority, those of a quota that uses less of its runtime (Koordinator)
   or of its min (scheduler-plugins) are served first.
@@ -55,15 +61,12 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
-from pydantic import Field, field_validator
 
 from koordpy.api import names
-from koordpy.api.duration import parse_duration
 from koordpy.api.elasticquota import KOORDINATOR_GROUP, X_K8S_GROUP, quota_of_pod
 from koordpy.api.elasticquota import ElasticQuota as QuotaObject
 from koordpy.api.errors import SpecError
 from koordpy.api.pod import Pod
-from koordpy.api.resources import ResourceList, parse_resource_list
 from koordpy.config.args import PluginArgs
 from koordpy.framework.cycle_state import CycleState
 from koordpy.framework.diagnosis import Diagnosis
@@ -93,15 +96,11 @@ from koordpy.framework.interfaces import (
 from koordpy.framework.status import SKIP, Code, Status
 from koordpy.plugins.coscheduling.registry import GANG_REGISTRY
 from koordpy.plugins.defaultpreemption import DefaultPreemption, DefaultPreemptionArgs
-from koordpy.plugins.elasticquota.book import (
-    Ask,
-    KoordinatorBook,
-    KoordinatorRules,
-    NamespaceBook,
-    QuotaBook,
-    Taken,
-    nominated_requests,
-)
+from koordpy.plugins.elasticquota.args import ElasticQuotaArgs, resource_list
+from koordpy.plugins.elasticquota.book import Ask, QuotaBook, Taken
+from koordpy.plugins.elasticquota.gangs import held_by_a_member
+from koordpy.plugins.elasticquota.koordinator_book import KoordinatorBook
+from koordpy.plugins.elasticquota.namespace_book import NamespaceBook, nominated_requests
 from koordpy.quota.tree import QUOTA_NOT_FOUND, QuotaProblem
 
 ELASTIC_QUOTA = names.ELASTIC_QUOTA
@@ -115,83 +114,6 @@ ELASTIC_QUOTA_KIND = "ElasticQuota"
 # below every pod priority (an int32): CapacityScheduling counts other namespaces' nominated pods
 # whatever their priority
 _ANY_PRIORITY = -(1 << 31)
-
-_REVOKE = (
-    "koordpy takes borrowed quota back by preemption, when a pod within its quota's min needs it, "
-    "not by a loop that evicts from every quota above its runtime"
-)
-
-
-def _resource_list(value: Mapping[str, Any] | None) -> ResourceList | None:
-    if value is None:
-        return None
-    try:
-        return parse_resource_list(value, "")
-    except SpecError as err:
-        raise ValueError(err.message) from None
-
-
-def _duration(value: float | str) -> float:
-    seconds = parse_duration(value) if isinstance(value, str) else float(value)
-    if seconds < 0:
-        raise ValueError("must not be negative")
-    return seconds
-
-
-class ElasticQuotaArgs(PluginArgs):
-    """koord-scheduler's ElasticQuotaArgs, with its defaults (pkg/scheduler/apis/config/v1
-    defaults.go SetDefaults_ElasticQuotaArgs)."""
-
-    # quotaGroupNamespace (where koord-scheduler creates the system and default quota objects; koordpy
-    # keeps them in memory) and quotaSnapshotUpdateInterval (koordpy reads its quotas as they are)
-    # change nothing here; enableQueueHint turns on Koordinator's queueing hints (queueing_hints)
-    UNHONOURED_FIELDS = {
-        "delayEvictTime": _REVOKE,
-        "revokePodInterval": _REVOKE,
-        "monitorAllQuotas": _REVOKE,
-        "hookPlugins": "koordpy runs no quota hook plugins",
-    }
-
-    delay_evict_time: float | str = Field(default=120.0)
-    revoke_pod_interval: float | str = Field(default=1.0)
-    default_quota_group_max: dict[str, Any] | None = None
-    system_quota_group_max: dict[str, Any] | None = None
-    quota_group_namespace: str = "koordinator-system"
-    monitor_all_quotas: bool = False
-    enable_check_parent_quota: bool = False
-    enable_runtime_quota: bool = True
-    enable_min_quota_scale: bool = True
-    disable_default_quota_preemption: bool = True
-    enable_queue_hint: bool = False
-    quota_snapshot_update_interval: float | str = Field(default=120.0)
-    hook_plugins: list[dict[str, Any]] = Field(default_factory=list)
-
-    @field_validator("delay_evict_time", "revoke_pod_interval", "quota_snapshot_update_interval")
-    @classmethod
-    def _seconds(cls, value: float | str) -> float:
-        return _duration(value)
-
-    @field_validator("default_quota_group_max", "system_quota_group_max")
-    @classmethod
-    def _quantities(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        _resource_list(value)
-        return value
-
-    def unhonoured_fields(self) -> list[str]:
-        """The revoke loop's settings matter only with the loop on; hook plugins only if named."""
-        keys = super().unhonoured_fields()
-        if not self.monitor_all_quotas:
-            keys = [k for k in keys if k not in ("delayEvictTime", "revokePodInterval", "monitorAllQuotas")]
-        if not self.hook_plugins:
-            keys = [k for k in keys if k != "hookPlugins"]
-        return keys
-
-    def rules(self) -> KoordinatorRules:
-        return KoordinatorRules(
-            enable_runtime_quota=self.enable_runtime_quota,
-            check_parents=self.enable_check_parent_quota,
-            disable_default_quota_preemption=self.disable_default_quota_preemption,
-        )
 
 
 @dataclass(slots=True)
@@ -286,20 +208,28 @@ class _QuotaPlugin(
 
     # ------------------------------------------------------------------ PreEnqueue
     def pre_enqueue(self, pod: Pod) -> Status | None:
+        return self._held(pod)
+
+    def _held(self, pod: Pod) -> Status | None:
+        """Why the pod's quota, or a gang member's, holds the pod (None: it does not)."""
         problem = self.book.problem_of(pod)
-        if problem is None:
+        if problem is not None:
+            reason = _reason(problem)
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (problem.message,), self.NAME, reason)
+        # a gang member whose group a held member keeps short (see gangs.py)
+        found = held_by_a_member(self.handle.shared.get(GANG_REGISTRY), self.book, pod)
+        if found is None:
             return None
-        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (problem.message,), self.NAME, _reason(problem))
+        problem, message = found
+        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (message,), self.NAME, _reason(problem))
 
     # ------------------------------------------------------------------ PreFilter
     def pre_filter(self, state: CycleState, pod: Pod) -> tuple[PreFilterResult | None, Status | None]:
         book = self.book
-        problem = book.problem_of(pod)
-        if problem is not None:
-            status = Status(
-                Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (problem.message,), self.NAME, _reason(problem)
-            )
-            return None, status
+        # again here: a quota may have gone wrong since the pod passed PreEnqueue
+        held = self._held(pod)
+        if held is not None:
+            return None, held
         if not book.active:
             return None, SKIP
         ask, verdict = self._judged(pod)
@@ -349,13 +279,18 @@ class _QuotaPlugin(
     def post_filter(self, state: CycleState, pod: Pod, diagnosis: Diagnosis) -> PostFilterResult:
         """kube-scheduler's preemption with this plugin's victim rules; the last word on the pod
         when the rules apply to it, a pass to the next PostFilter when they do not."""
-        if not self.victim_rules_apply(pod):
+        if not self._preempts_for(pod):
             return PostFilterResult(None, Status(Code.UNSCHEDULABLE))
         result = self._evaluator().post_filter(state, pod, diagnosis)
-        if result.status.is_success or result.status.code == Code.ERROR:
+        if result.status.is_success or result.status.code == Code.ERROR or not self.book.active:
+            # without quotas this was kube-scheduler's preemption, and answers as it does
             return result
         stop = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, result.status.reasons, self.NAME)
         return PostFilterResult(result.nominated_node, stop)
+
+    def _preempts_for(self, pod: Pod) -> bool:
+        """Whether this PostFilter preempts for the pod, or passes it to the next one."""
+        return self.victim_rules_apply(pod)
 
     def _evaluator(self) -> DefaultPreemption:
         """The profile's DefaultPreemption (with its args) when it has one, else one of ours: the
@@ -406,8 +341,8 @@ def _koordinator_book(handle: Handle, args: ElasticQuotaArgs) -> KoordinatorBook
     # one book per scheduler: the first profile's args shape it, as they do Coscheduling's registry
     book = KoordinatorBook(
         handle.snapshot,
-        system_max=_resource_list(args.system_quota_group_max),
-        default_max=_resource_list(args.default_quota_group_max),
+        system_max=resource_list(args.system_quota_group_max),
+        default_max=resource_list(args.default_quota_group_max),
         scale_min=args.enable_min_quota_scale,
     )
     handle.on_pod_event(book.on_pod)
@@ -536,6 +471,21 @@ class CapacityScheduling(_QuotaPlugin, QueueingHints):
 
     def events_to_register(self) -> Sequence[ClusterEvent]:
         return (ClusterEvent(ELASTIC_QUOTA_KIND), ClusterEvent("Pod", "Delete"))
+
+    def _preempts_for(self, pod: Pod) -> bool:
+        """scheduler-plugins' PostFilter is the preemption evaluator whether or not a quota exists:
+        a preemptor of no quota evicts lower-priority pods of no quota (SelectVictimsOnNode), which
+        before any quota exists is kube-scheduler's rule (the handle's, as victim_filter gives
+        none then). Where the profile has no other PostFilter, nothing else would preempt; where
+        it runs DefaultPreemption too, that one's preemption is the same, and is left to it."""
+        book = self.nbook
+        book.ensure()
+        if book.problem_of(pod) is not None:
+            return False
+        if book.active:
+            return True
+        profile = self.handle.profile
+        return profile is None or all(p.NAME != names.DEFAULT_PREEMPTION for p in profile.post_filter)
 
     # ------------------------------------------------------------------ queueing hints
     def queueing_hints(self) -> Sequence[ClusterEventWithHint]:
