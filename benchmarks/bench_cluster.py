@@ -35,6 +35,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from benchmarks.leasewatch import LeaseWatch  # noqa: E402
 from koordpy.kubeapi import TRANSPORT_ERRORS, ApiError, KubeApi  # noqa: E402
 from tests.support.controlplane import (  # noqa: E402
     BUILD_SCRIPT,
@@ -58,6 +59,8 @@ SCHEDULER_NAMES = {
 }
 # kube-scheduler has no coscheduling: a gang would be bound as loose pods, which is another workload
 NO_GANGS = {"kube-scheduler"}
+# the schedulers that elect a leader with --leader-elect (the raw binders do not)
+ELECTING = {"koordpy", "koordpy-no-operators", "kube-scheduler"}
 # scheduler_perf's client limits (spec/control-plane.md 6.3); koordpy's client has none
 CLIENT_QPS = 5000
 CLIENT_BURST = 5000
@@ -276,6 +279,28 @@ class SchedulerProcess:
         self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self._log: Any = None
+        # (namespace, name) of the Lease to elect a leader on; None: no leader election
+        self.lease: tuple[str, str] | None = None
+        self.qps, self.burst = CLIENT_QPS, CLIENT_BURST
+
+    def _koordpy_election(self) -> list[str]:
+        if self.lease is None:
+            return ["--leader-elect=false"]
+        namespace, name = self.lease
+        return [
+            "--leader-elect",
+            f"--leader-elect-resource-namespace={namespace}",
+            f"--leader-elect-resource-name={name}",
+        ]
+
+    def _kube_election(self) -> str:
+        if self.lease is None:
+            return "leaderElection:\n  leaderElect: false\n"
+        namespace, name = self.lease
+        return (
+            "leaderElection:\n  leaderElect: true\n  resourceLock: leases\n"
+            f"  resourceNamespace: {namespace}\n  resourceName: {name}\n"
+        )
 
     def command(self) -> list[str]:
         kc = str(self.kubeconfig)
@@ -285,10 +310,10 @@ class SchedulerProcess:
                 "run",
                 "--kubeconfig",
                 kc,
-                "--leader-elect=false",
+                *self._koordpy_election(),
                 # the client-side limit kube-scheduler gets below, in its clientConnection
-                f"--kube-api-qps={CLIENT_QPS}",
-                f"--kube-api-burst={CLIENT_BURST}",
+                f"--kube-api-qps={self.qps}",
+                f"--kube-api-burst={self.burst}",
                 "--bind-address",
                 "127.0.0.1",
                 # /metrics over plain HTTP, without a token
@@ -305,11 +330,10 @@ class SchedulerProcess:
                 "kind: KubeSchedulerConfiguration\n"
                 "clientConnection:\n"
                 f"  kubeconfig: {kc}\n"
-                f"  qps: {CLIENT_QPS}\n"
-                f"  burst: {CLIENT_BURST}\n"
-                "leaderElection:\n"
-                "  leaderElect: false\n"
-                "profiles:\n"
+                f"  qps: {self.qps}\n"
+                f"  burst: {self.burst}\n"
+                + self._kube_election()
+                + "profiles:\n"
                 f"- schedulerName: {SCHEDULER_NAMES['kube-scheduler']}\n"
             )
             cert_dir = self.workdir / "kube-scheduler-certs"
@@ -681,6 +705,11 @@ class Result:
     load: float | None = None
     # Events in the run's namespace once the scheduler has stopped (set on the last phase)
     events_after_stop: int | None = None
+    # with --leader-elect: renewals of the Lease seen during the phase, the longest time between two,
+    # and how many replicas held it (more than one: the lease was lost)
+    renewals: int | None = None
+    max_renewal_gap: float | None = None
+    holders: int | None = None
 
     @property
     def rate(self) -> float | None:
@@ -793,6 +822,12 @@ class Bench:
         timeout = self.args.timeout
         workdir = Path(tempfile.mkdtemp(prefix=f"{kind}-", dir=self.log_dir))
         sched = SchedulerProcess(kind, self.cp.kubeconfig, workdir, self.log_dir / f"{namespace}.log")
+        sched.qps, sched.burst = self.args.client_qps, self.args.client_burst
+        lease: LeaseWatch | None = None
+        if self.args.leader_elect and kind in ELECTING:
+            sched.lease = (namespace, f"{kind}-lease")
+            lease = LeaseWatch(api, namespace, f"{kind}-lease")
+            lease.start()
         try:
             index = 0
             while index < len(phases) and phases[index].at_start:
@@ -859,6 +894,13 @@ class Bench:
                 result.apiserver_writes = {
                     k: v - writes0.get(k, 0.0) for k, v in writes1.items() if v - writes0.get(k, 0.0) > 0
                 }
+                if lease is not None:
+                    seen = [r for r in lease.renewals if t0 <= r <= end]
+                    result.renewals = len(seen)
+                    result.max_renewal_gap = max(
+                        (b - a for a, b in itertools.pairwise(seen)), default=None
+                    )
+                    result.holders = len(lease.holders)
                 if times:
                     result.first_bind = times[0] - t0
                     gaps = [b - a for a, b in itertools.pairwise(times)]
@@ -880,6 +922,8 @@ class Bench:
                 r.log = summary
                 r.log_path = str(sched.log_path)
             await watch.stop()
+            if lease is not None:
+                await lease.stop()
             if results and results[-1].bound:
                 # the events the scheduler wrote in the end, shutdown flush included: they may
                 # trail the bindings by longer than --trail
@@ -964,6 +1008,9 @@ COLUMNS = (
     "cp cpu s",
     "peak RSS MiB",
     "writes",
+    "renewals",
+    "max renew gap s",
+    "holders",
     "log",
 )
 
@@ -988,11 +1035,14 @@ def table(results: list[Result]) -> str:
                 _fmt(r.controlplane_cpu, ".1f"),
                 _fmt(r.rss, ".0f"),
                 _fmt(r.writes, ".0f"),
+                _fmt(r.renewals, "d"),
+                _fmt(r.max_renewal_gap, ".1f"),
+                _fmt(r.holders, "d"),
                 r.log,
             )
         )
     widths = [max(len(c), *(len(row[i]) for row in rows)) if rows else len(c) for i, c in enumerate(COLUMNS)]
-    numeric = set(range(4, 14))
+    numeric = set(range(4, 17))
 
     def line(cells: Iterable[str]) -> str:
         return (
@@ -1104,6 +1154,24 @@ def main(argv: list[str] | None = None) -> int:
         "every 20-25 s (1,000 nodes: 45 node updates a second that every scheduler must take in) and "
         "renews every lease each 10 s; with 0 it keeps no leases and patches node status every 10 "
         "minutes (default 0: a quiet cluster)",
+    )
+    parser.add_argument(
+        "--leader-elect",
+        action="store_true",
+        help="koordpy and kube-scheduler elect a leader on a Lease of their own (15s/10s/2s): the table "
+        "shows the renewals seen, the longest gap between two and how many held it (2: lost)",
+    )
+    parser.add_argument(
+        "--client-qps",
+        type=float,
+        default=CLIENT_QPS,
+        help=f"client QPS of every scheduler ({CLIENT_QPS:.0f}, scheduler_perf's; the chart's is 50)",
+    )
+    parser.add_argument(
+        "--client-burst",
+        type=int,
+        default=CLIENT_BURST,
+        help=f"client burst of every scheduler ({CLIENT_BURST}; the chart's is 100)",
     )
     parser.add_argument("--log-dir", type=Path, help="where scheduler logs go (default: a new /tmp dir)")
     parser.add_argument("--json", type=Path, help="also write the results here")
