@@ -522,5 +522,6 @@ async def test_a_configmap_that_holds_no_readable_configuration_is_exit_2(
     finally:
         await core.delete_namespaced_config_map(name, "default")
     assert result.returncode == 2, result.stderr
-    assert result.stderr.startswith(f"koordpy: invalid configuration: default/{name}"), result.stderr
+    prefix = f"koordpy: invalid configuration: ConfigMap default/{name}"
+    assert result.stderr.startswith(prefix), result.stderr
     assert says in result.stderr and result.stderr.count("\n") == 1, result.stderr
