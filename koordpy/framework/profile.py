@@ -20,6 +20,7 @@ from typing import Any, TypeGuard, TypeVar
 import numpy as np
 from pydantic import ValidationError
 
+from koordpy import logs
 from koordpy.api import names
 from koordpy.api.pod import Pod
 from koordpy.config.args import PluginArgs
@@ -70,6 +71,8 @@ from koordpy.framework.interfaces import (
     declares,
 )
 from koordpy.framework.status import SUCCESS, Code, Status, unschedulable
+
+log = logs.get(__name__)
 
 Registry = Mapping[str, type[Plugin]]
 
@@ -788,7 +791,22 @@ class Profile:
                 scores = normalizer.normalize_score(state, pod, rows, scores)
                 if self.observe:
                     self.observe("ScoreExtensionNormalize", p.NAME, "Success", time.perf_counter() - t1)
-            total += np.asarray(scores, dtype=np.int64) * weight
+            weighted = np.asarray(scores, dtype=np.int64) * weight
+            total += weighted
+            if v10 := log.v(10):
+                name_of = self.handle.snapshot.node_name
+                for row, score in zip(rows.tolist(), weighted.tolist(), strict=True):
+                    v10.info(
+                        "Plugin scored node for pod",
+                        pod=pod.key,
+                        plugin=p.NAME,
+                        node=name_of(row),
+                        score=score,
+                    )
+        if v10 := log.v(10):
+            name_of = self.handle.snapshot.node_name
+            for row, score in zip(rows.tolist(), total.tolist(), strict=True):
+                v10.info("Calculated node's final score for pod", pod=pod.key, node=name_of(row), score=score)
         self._point_done("Score", None, start)
         return total
 
@@ -803,6 +821,10 @@ class Profile:
                 for q in reversed(self.reserve[: i + 1]):
                     q.unreserve(state, pod, node)
                 st = st.with_plugin(p.NAME)
+                if st.is_rejection and (v4 := log.v(4)):
+                    v4.info(
+                        "Pod rejected by plugin", pod=pod.key, node=node, plugin=p.NAME, status=st.message
+                    )
                 self._point_done("Reserve", st, start)
                 return st
         self._point_done("Reserve", None, start)
@@ -832,9 +854,13 @@ class Profile:
                 waits[p.NAME] = timeout
                 continue
             st = st.with_plugin(p.NAME)
+            if st.is_rejection and (v4 := log.v(4)):
+                v4.info("Pod rejected by plugin", pod=pod.key, node=node, plugin=p.NAME, status=st.message)
             self._point_done("Permit", st, start)
             return st, {}
         self._point_done("Permit", Status(Code.WAIT) if waits else None, start)
+        if waits and (v4 := log.v(4)):
+            v4.info("One or more plugins asked to wait and no plugin rejected pod", pod=pod.key, node=node)
         return None, waits
 
     def run_pre_bind(self, state: CycleState, pod: Pod, node: str) -> Status | None:
@@ -847,6 +873,14 @@ class Profile:
                 self.observe("PreBind", p.NAME, (st or SUCCESS).code.label, time.perf_counter() - t0)
             if st is not None and not st.is_success and st.code != Code.SKIP:
                 st = st.with_plugin(p.NAME)
+                if st.is_rejection and (v4 := log.v(4)):
+                    v4.info(
+                        "Pod rejected by PreBind plugin",
+                        pod=pod.key,
+                        node=node,
+                        plugin=p.NAME,
+                        status=st.message,
+                    )
                 self._point_done("PreBind", st, start)
                 return st
         self._point_done("PreBind", None, start)

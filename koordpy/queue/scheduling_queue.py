@@ -34,17 +34,24 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from koordpy import logs
 from koordpy.api.pod import Pod
 from koordpy.framework.interfaces import POD_UPDATE, ClusterEvent, ClusterEventWithHint, QueueingHint
 from koordpy.framework.queued import QueuedPodInfo
 from koordpy.framework.status import Status
 
 log = logging.getLogger(__name__)
+klog = logs.get(__name__)
 
 ACTIVE = "active"
 BACKOFF = "backoff"
 UNSCHEDULABLE = "unschedulable"
 GATED = "gated"
+# the queues as kube-scheduler's log lines name them
+_LOGGED_NAME = {ACTIVE: "Active", BACKOFF: "Backoff", UNSCHEDULABLE: "Unschedulable", GATED: "Unschedulable"}
+# kube-scheduler's queueingStrategy, as its log lines give it: queueSkip, queueAfterBackoff
+_HINT_SKIP = 0
+_HINT_AFTER_BACKOFF = 1
 # stale heap entries tolerated beyond the live ones before a heap is rebuilt (see _compact)
 _STALE_SLACK = 64
 
@@ -216,6 +223,8 @@ class SchedulingQueue:
         # pods that entered each queue, by (queue, event): read when metrics are scraped. Gated
         # pods count as entering the unschedulable queue, where kube-scheduler keeps them.
         self.incoming: dict[tuple[str, str], int] = {}
+        # attempts started from this queue (kube-scheduler's schedulingCycle, for the log)
+        self.scheduling_cycle = 0
 
     # ----------------------------------------------------------------------------- counts
     def counts(self) -> dict[str, int]:
@@ -252,6 +261,13 @@ class SchedulingQueue:
         if st is not None:
             if self.where.get(info.key) != GATED:
                 self._count(UNSCHEDULABLE, event)
+                if v5 := klog.v(5):
+                    v5.info(
+                        "Pod moved to an internal scheduling queue, because the pod is gated",
+                        pod=info.key,
+                        event=event,
+                        queue=_LOGGED_NAME[GATED],
+                    )
             changed = (info.gated_by, info.gated_reason, info.gated_message) != (
                 st.plugin,
                 st.reason,
@@ -272,6 +288,13 @@ class SchedulingQueue:
         """`event` None: the pod is in activeQ already and only its place changes."""
         if event is not None:
             self._count(ACTIVE, event)
+            if v5 := klog.v(5):
+                v5.info(
+                    "Pod moved to an internal scheduling queue",
+                    pod=info.key,
+                    event=event,
+                    queue=_LOGGED_NAME[ACTIVE],
+                )
         info.seq = next(self._seq)
         self.where[info.key] = ACTIVE
         self._unschedulable_since.pop(info.key, None)
@@ -279,6 +302,13 @@ class SchedulingQueue:
 
     def _push_backoff(self, info: QueuedPodInfo, event: str) -> None:
         self._count(BACKOFF, event)
+        if v5 := klog.v(5):
+            v5.info(
+                "Pod moved to an internal scheduling queue",
+                pod=info.key,
+                event=event,
+                queue=_LOGGED_NAME[BACKOFF],
+            )
         info.seq = next(self._seq)
         self.where[info.key] = BACKOFF
         self._unschedulable_since.pop(info.key, None)
@@ -369,6 +399,7 @@ class SchedulingQueue:
 
     # ----------------------------------------------------------------------------- in flight
     def _take_off(self, key: str) -> None:
+        self.scheduling_cycle += 1
         self._land(key)
         start = self._flight_base + len(self._flight_events)
         self.in_flight[key] = start
@@ -454,12 +485,23 @@ class SchedulingQueue:
         self._land(key)
         if error or helped:
             self._push_backoff(info, ATTEMPT_FAILURE_EVENT)
-            return
-        self._count(UNSCHEDULABLE, ATTEMPT_FAILURE_EVENT)
-        self.where.park(key, group)
-        # re-inserted, so that the pool stays in the order pods entered it (see flush)
-        self._unschedulable_since.pop(key, None)
-        self._unschedulable_since[key] = now
+        else:
+            self._count(UNSCHEDULABLE, ATTEMPT_FAILURE_EVENT)
+            self.where.park(key, group)
+            # re-inserted, so that the pool stays in the order pods entered it (see flush)
+            self._unschedulable_since.pop(key, None)
+            self._unschedulable_since[key] = now
+        if v3 := klog.v(3):
+            where = BACKOFF if error or helped else UNSCHEDULABLE
+            v3.info(
+                "Pod moved to an internal scheduling queue",
+                pod=key,
+                event=ATTEMPT_FAILURE_EVENT,
+                queue=_LOGGED_NAME[where],
+                schedulingCycle=self.scheduling_cycle,
+                hint=_HINT_AFTER_BACKOFF if error or helped else _HINT_SKIP,
+                **{"unschedulable plugins": sorted(info.unschedulable_plugins)},
+            )
 
     def requeue_immediately(self, info: QueuedPodInfo) -> None:
         """Put an in-flight pod straight back into activeQ (e.g. a gang member not tried yet)."""

@@ -68,6 +68,8 @@ class BindingStage(SchedulerCore):
                 )
             )
             self._waiting_info[pod.key] = Held(info, profile, started)
+            if v4 := log.v(4):
+                v4.info("Pod waiting on permit", pod=pod.key)
             self._resolve_waiting()
             return None
         return self._start_binding(profile, info, state, node_name, started)
@@ -87,6 +89,8 @@ class BindingStage(SchedulerCore):
                 )
             if wp.rejected is not None:
                 self.waiting.pop(wp.pod.key)
+                if v4 := log.v(4):
+                    v4.info("Pod rejected while waiting on permit", pod=wp.pod.key, status=wp.rejected)
                 # a waiting pod keeps its deadline and timeout, not when its wait began
                 self.observer.permit_waited("Unschedulable", now - wp.deadline + wp.timeout)
                 held = self._waiting_info.pop(wp.pod.key)

@@ -51,6 +51,8 @@ class PodCycle(BindingStage):
         self, profile: Profile, queue: SchedulingQueue, info: QueuedPodInfo, post_filter: bool = True
     ) -> Attempt:
         pod = info.pod
+        if v3 := log.v(3):
+            v3.info("Attempting to schedule pod", pod=pod.key)
         start = time.perf_counter()
         state = CycleState()
         diagnosis = Diagnosis()
@@ -84,6 +86,8 @@ class PodCycle(BindingStage):
             diagnosis.pre_filter_msg = st.message
             diagnosis.unschedulable_plugins.add(st.plugin)
             diagnosis.pre_filter_status = st
+            if v5 := log.v(5):
+                v5.info("Status after running PreFilter plugins for pod", pod=pod.key, status=st.message)
             return None, st
         rows = all_rows
         if allowed is not None:
@@ -161,6 +165,8 @@ class PodCycle(BindingStage):
             if result.status.message and not result.status.is_success:
                 diagnosis.post_filter_msg = result.status.message
             nominated = result.nominated_node
+        elif post_filter and (v3 := log.v(3)):
+            v3.info("No PostFilter plugins are registered, so no preemption will be performed")
         message = self.fit_message(diagnosis)
         if v2 := log.v(2):
             v2.info("Unable to schedule pod; no fit; waiting", pod=pod.key, err=message)
@@ -175,6 +181,10 @@ class PodCycle(BindingStage):
         """PostFilter (preemption); the pod's nomination follows the result."""
         outbox_before = len(self.outbox)
         result = profile.run_post_filter(state, pod, diagnosis)
+        if result.status.code != Code.ERROR and (v5 := log.v(5)):
+            v5.info(
+                "Status after running PostFilter plugins for pod", pod=pod.key, status=result.status.message
+            )
         self.observer.preemption(
             profile.name, sum(1 for e in self.outbox[outbox_before:] if isinstance(e, Evict))
         )

@@ -12,6 +12,7 @@ import logging
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from koordpy import logs
 from koordpy.api.namespace import Namespace
 from koordpy.api.node import Node
 from koordpy.api.pod import Pod
@@ -24,6 +25,7 @@ from koordpy.queue import SchedulingQueue
 from koordpy.scheduler.group import GroupCycle
 
 log = logging.getLogger(__name__)
+klog = logs.get(__name__)
 
 # how much of an exception's text goes into a pod's condition
 _ERROR_TEXT_LIMIT = 300
@@ -272,7 +274,11 @@ class Scheduler(GroupCycle):
     def _cycle(self, profile: Profile, queue: SchedulingQueue, info: QueuedPodInfo) -> None:
         pod = self.pods.get(info.key, info.pod)
         info.pod = pod
+        if v4 := klog.v(4):
+            v4.info("About to try and schedule pod", pod=pod.key)
         if pod.node_name or self.cache.pod_state(pod.key) is not None or pod.deletion_ts is not None:
+            if pod.deletion_ts is not None and (v3 := klog.v(3)):
+                v3.info("Skip schedule deleting pod", pod=pod.key)
             queue.done(pod.key)
             return
         members: list[Pod] | None = None

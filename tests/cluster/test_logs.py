@@ -389,3 +389,183 @@ def test_nothing_is_logged_for_decisions_at_v0(configured: io.StringIO, tmp_path
     logs.configure(0, logs.TEXT, configured)
     simulate(load_scenario([str(scenario)]), default_configuration(), max_virtual_seconds=60)
     assert configured.getvalue() == ""
+
+
+# kube-scheduler's lines above V(2) (schedule_one.go, framework/runtime/framework.go,
+# backend/queue/scheduling_queue.go), with their levels
+DETAIL_MESSAGES = (
+    "About to try and schedule pod",
+    "Attempting to schedule pod",
+    "Pod moved to an internal scheduling queue",
+    "Status after running PreFilter plugins for pod",
+    "Status after running PostFilter plugins for pod",
+    "One or more plugins asked to wait and no plugin rejected pod",
+    "Pod waiting on permit",
+    "Pod rejected while waiting on permit",
+    "Plugin scored node for pod",
+    "Calculated node's final score for pod",
+)
+# two node names required at once: NodeAffinity's PreFilter rejects the pod
+CONFLICTED_POD = pod_dict(
+    "pinned",
+    spec={
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchFields": [
+                                {"key": "metadata.name", "operator": "In", "values": ["n1"]},
+                                {"key": "metadata.name", "operator": "In", "values": ["n2"]},
+                            ]
+                        }
+                    ]
+                }
+            }
+        }
+    },
+)
+THREE_NODES = [node_dict("n1", cpu="1"), node_dict("n2", cpu="4"), node_dict("n3", cpu="4")]
+
+
+@pytest.mark.parametrize(
+    ("objects", "verbosity", "expected", "absent"),
+    [
+        pytest.param(
+            [*THREE_NODES, pod_dict("web", cpu="2")],
+            3,
+            [r'"Attempting to schedule pod" pod="default/web"$'],
+            ["About to try and schedule pod", "Pod moved to an internal scheduling queue"],
+            id="v3-attempt",
+        ),
+        pytest.param(
+            [*THREE_NODES, pod_dict("web", cpu="2")],
+            4,
+            [
+                r'"About to try and schedule pod" pod="default/web"$',
+                r'"Attempting to schedule pod" pod="default/web"$',
+            ],
+            ["Pod moved to an internal scheduling queue", "Plugin scored node for pod"],
+            id="v4-attempt",
+        ),
+        pytest.param(
+            [*THREE_NODES, pod_dict("web", cpu="2")],
+            5,
+            [
+                r'"Pod moved to an internal scheduling queue" pod="default/web" '
+                r'event="UnschedulablePodAdd" queue="Active"$'
+            ],
+            ["Plugin scored node for pod"],
+            id="v5-queued",
+        ),
+        pytest.param(
+            [*THREE_NODES, pod_dict("web", cpu="2")],
+            10,
+            [
+                r'"Plugin scored node for pod" pod="default/web" plugin="NodeResourcesFit" '
+                r'node="n2" score=\d+$',
+                r'"Calculated node\'s final score for pod" pod="default/web" node="n3" score=\d+$',
+            ],
+            [],
+            id="v10-scores",
+        ),
+        pytest.param(
+            [node_dict("n1", cpu="1"), pod_dict("big", cpu="8")],
+            3,
+            [
+                r'"Pod moved to an internal scheduling queue" pod="default/big" '
+                r'event="ScheduleAttemptFailure" queue="Unschedulable" schedulingCycle=1 hint=0 '
+                r'unschedulable plugins=\["NodeResourcesFit"\]$'
+            ],
+            ["Status after running PostFilter plugins for pod"],
+            id="v3-requeued-after-failure",
+        ),
+        pytest.param(
+            [node_dict("n1", cpu="1"), pod_dict("big", cpu="8")],
+            5,
+            [
+                r'"Status after running PostFilter plugins for pod" pod="default/big" '
+                r'status="preemption: 0/1 nodes are available: 1 No preemption victims found',
+            ],
+            [],
+            id="v5-post-filter",
+        ),
+        pytest.param(
+            [node_dict("n1", cpu="1"), CONFLICTED_POD],
+            5,
+            [r'"Status after running PreFilter plugins for pod" pod="default/pinned" status="'],
+            [],
+            id="v5-pre-filter",
+        ),
+        pytest.param(
+            [node_dict("n1", cpu="4"), gang_member("g-0", "1", "g"), gang_member("g-1", "1", "g")],
+            4,
+            [
+                r'"One or more plugins asked to wait and no plugin rejected pod" '
+                r'pod="default/g-0" node="n1"$',
+                r'"Pod waiting on permit" pod="default/g-0"$',
+            ],
+            [],
+            id="v4-permit-wait",
+        ),
+        pytest.param(
+            [node_dict("n1", cpu="4"), gang_member("h-0", "3", "h"), gang_member("h-1", "3", "h")],
+            4,
+            [r'"Pod rejected while waiting on permit" pod="default/h-0" status="'],
+            [],
+            id="v4-permit-rejected",
+        ),
+        pytest.param(
+            [node_dict("n1", cpu="4"), gang_member("lone-0", "1", "lone")],
+            5,
+            [
+                r'"Pod moved to an internal scheduling queue, because the pod is gated" '
+                r'pod="default/lone-0" event="UnschedulablePodAdd" queue="Unschedulable"$'
+            ],
+            [],
+            id="v5-gated",
+        ),
+    ],
+)
+def test_the_cycle_is_logged_above_v2_as_kube_scheduler_logs_it(
+    configured: io.StringIO,
+    tmp_path: Path,
+    objects: list[dict[str, Any]],
+    verbosity: int,
+    expected: list[str],
+    absent: list[str],
+) -> None:
+    scenario = tmp_path / "scenario.yaml"
+    scenario.write_text(yaml.safe_dump_all(objects))
+    logs.configure(verbosity, logs.TEXT, configured)
+    simulate(load_scenario([str(scenario)]), default_configuration(), max_virtual_seconds=60)
+    lines = configured.getvalue().splitlines()
+    for pattern in expected:
+        assert any(re.search(r"\] " + pattern, line) for line in lines), "\n".join(lines)
+    for message in absent:
+        assert not any(f'] "{message}"' in line for line in lines), message
+
+
+def test_nothing_above_v2_is_logged_at_v2(configured: io.StringIO, tmp_path: Path) -> None:
+    scenario = tmp_path / "scenario.yaml"
+    scenario.write_text(
+        yaml.safe_dump_all(
+            [
+                *THREE_NODES,
+                pod_dict("web", cpu="2"),
+                pod_dict("big", cpu="8"),
+                CONFLICTED_POD,
+                gang_member("g-0", "1", "g"),
+                gang_member("g-1", "1", "g"),
+                gang_member("h-0", "3", "h"),
+                gang_member("h-1", "3", "h"),
+                gang_member("lone-0", "1", "lone"),
+            ]
+        )
+    )
+    logs.configure(2, logs.TEXT, configured)
+    simulate(load_scenario([str(scenario)]), default_configuration(), max_virtual_seconds=60)
+    lines = configured.getvalue().splitlines()
+    assert any('"Successfully bound pod to node"' in line for line in lines)
+    for message in DETAIL_MESSAGES:
+        assert not any(message in line for line in lines), message
