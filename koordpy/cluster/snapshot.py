@@ -43,6 +43,7 @@ __all__ = [
     "dump_document",
     "kept_annotation",
     "read_configuration_in_use",
+    "simulation_annotations",
     "strip_object",
     "take_snapshot",
 ]
@@ -61,14 +62,23 @@ REMOVE_AFTER_ANNOTATION = "simulation.koordpy.io/remove-after"
 # the scheduler's pod informer leaves out finished pods: they hold nothing
 _NOT_FINISHED = "status.phase!=Succeeded,status.phase!=Failed"
 
-# Annotation domains the scheduler reads (gangs, gang groups, topology, quotas, the simulator's own
-# timeline): every other annotation (last-applied-configuration, tooling's) is left out.
+# Annotation domains the scheduler reads (gangs, gang groups, topology, quotas, koordpy's own): every
+# other annotation (last-applied-configuration, tooling's) is left out.
 _KEPT_ANNOTATION_DOMAINS = (
     "koordinator.sh",
     "scheduling.sigs.k8s.io",
     "scheduling.x-k8s.io",
     "koordpy.io",
 )
+# ...but not the simulator's timeline (simulation.koordpy.io/arrive-after, run-for, remove-after):
+# a snapshot is the cluster as it is now, and on a live object (applied from the manifests of a
+# simulation, typically) they would replay a past that already happened: an object that exists
+# arriving later, a pod that has run for a while running its whole time again. One that is
+# malformed would also make the whole snapshot unloadable. They are left out and named once
+# (SnapshotSummary.warnings); a pod being deleted gets the snapshot's own remove-after.
+_SIMULATION_DOMAIN = "simulation.koordpy.io"
+# how many objects the warning names before it counts the rest
+_NAMED_AT_MOST = 10
 
 
 class SnapshotError(Exception):
@@ -104,12 +114,32 @@ KINDS: tuple[Resource, ...] = (
 
 
 # ---------------------------------------------------------------------------------------------- stripping
+def _in_domain(domain: str, of: str) -> bool:
+    return domain == of or domain.endswith("." + of)
+
+
 def kept_annotation(key: str) -> bool:
-    """Whether the scheduler reads annotations of this key's domain."""
+    """Whether the snapshot keeps an annotation of this key: the scheduler reads its domain, and it
+    is not one of the simulator's timeline annotations (see simulation_annotations)."""
     domain, slash, _ = key.partition("/")
-    if not slash:
+    if not slash or _in_domain(domain, _SIMULATION_DOMAIN):
         return False
-    return any(domain == d or domain.endswith("." + d) for d in _KEPT_ANNOTATION_DOMAINS)
+    return any(_in_domain(domain, d) for d in _KEPT_ANNOTATION_DOMAINS)
+
+
+def simulation_annotations(obj: Mapping[str, Any]) -> list[str]:
+    """The simulator's annotations (simulation.koordpy.io/...) a live object carries, which the
+    snapshot leaves out: the cluster as it is now has no timeline."""
+    meta = obj.get("metadata")
+    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
+    if not isinstance(annotations, Mapping):
+        return []
+    found: list[str] = []
+    for key in annotations:
+        domain, slash, _ = str(key).partition("/")
+        if slash and _in_domain(domain, _SIMULATION_DOMAIN):
+            found.append(str(key))
+    return found
 
 
 def _metadata(meta: Mapping[str, Any], namespaced: bool) -> dict[str, Any]:
@@ -118,7 +148,7 @@ def _metadata(meta: Mapping[str, Any], namespaced: bool) -> dict[str, Any]:
         out["namespace"] = meta.get("namespace") or "default"
     if meta.get("labels"):
         out["labels"] = dict(meta["labels"])
-    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if kept_annotation(k)}
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if kept_annotation(str(k))}
     if annotations:
         out["annotations"] = annotations
     for key in ("creationTimestamp", "deletionTimestamp"):
@@ -475,6 +505,37 @@ class _Priorities:
             self.adjusted += 1
 
 
+@dataclass(slots=True)
+class _LeftOut:
+    """The live objects whose simulation annotations the snapshot left out, for one warning."""
+
+    named: list[str] = field(default_factory=list)
+    objects: int = 0
+
+    def note(self, kind: str, obj: Mapping[str, Any]) -> None:
+        keys = simulation_annotations(obj)
+        if not keys:
+            return
+        self.objects += 1
+        if len(self.named) < _NAMED_AT_MOST:
+            meta = obj.get("metadata") or {}
+            name = str(meta.get("name"))
+            if meta.get("namespace"):
+                name = f"{meta['namespace']}/{name}"
+            self.named.append(f"{kind} {name} ({', '.join(sorted(keys))})")
+
+    def warning(self) -> str | None:
+        if not self.objects:
+            return None
+        more = self.objects - len(self.named)
+        return (
+            "the simulator's timeline annotations on live objects are left out of the snapshot (it is "
+            "the cluster as it is now, with no timeline): "
+            + "; ".join(self.named)
+            + (f"; and {more} more object(s)" if more else "")
+        )
+
+
 def _sort_key(pod: Mapping[str, Any]) -> tuple[float, str, str]:
     meta = pod["metadata"]
     ts = parse_timestamp(meta.get("creationTimestamp"))
@@ -492,17 +553,20 @@ async def take_snapshot(
     first."""
     summary = SnapshotSummary()
     priorities = _Priorities()
+    left_out = _LeftOut()
     for kind in KINDS:
         async for page in _pages(api, kind):
             for obj in page:
                 if kind is PRIORITY_CLASSES:
                     priorities.note(obj)
+                left_out.note(kind.kind, obj)
                 emit(strip_object(kind.kind, kind.api_version, obj, now))
                 summary.counts[kind.plural] = summary.counts.get(kind.plural, 0) + 1
     bound = 0
     query = [("fieldSelector", f"spec.nodeName!=,{_NOT_FINISHED}")]
     async for page in _pages(api, PODS, query):
         for obj in page:
+            left_out.note("Pod", obj)
             pod = strip_object("Pod", "v1", obj, now)
             priorities.admit(pod)
             emit(pod)
@@ -511,7 +575,9 @@ async def take_snapshot(
     for name in dict.fromkeys(scheduler_names):
         selector = f"spec.nodeName=,spec.schedulerName={name},{_NOT_FINISHED}"
         async for page in _pages(api, PODS, [("fieldSelector", selector)]):
-            waiting += (strip_object("Pod", "v1", obj, now) for obj in page)
+            for obj in page:
+                left_out.note("Pod", obj)
+                waiting.append(strip_object("Pod", "v1", obj, now))
     waiting.sort(key=_sort_key)
     for pod in waiting:
         priorities.admit(pod)
@@ -525,6 +591,8 @@ async def take_snapshot(
             "pods name PriorityClasses the cluster no longer has; the snapshot recreates them with "
             f"the pods' priorities: {', '.join(sorted(priorities.missing))}"
         )
+    if (dropped := left_out.warning()) is not None:
+        summary.warnings.append(dropped)
     if priorities.adjusted:
         summary.warnings.append(
             f"{priorities.adjusted} pod(s) carry a priority their PriorityClass no longer has (deleted "

@@ -525,3 +525,61 @@ async def test_a_configmap_that_holds_no_readable_configuration_is_exit_2(
     prefix = f"koordpy: invalid configuration: ConfigMap default/{name}"
     assert result.stderr.startswith(prefix), result.stderr
     assert says in result.stderr and result.stderr.count("\n") == 1, result.stderr
+
+
+async def test_simulation_annotations_on_live_pods_are_left_out_and_named(
+    control_plane: ControlPlane,
+    kube_api: client.ApiClient,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    """A pod applied from a simulation's manifests carries its timeline annotations, one malformed:
+    the snapshot still loads (they are left out, and named once on stderr), and so does every
+    `simulate --from-cluster`. As the admin, with a --config file: no chart needed."""
+    scheduler = f"koordpy-sim-{uuid.uuid4().hex[:6]}"
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+        f"profiles: [{{schedulerName: {scheduler}}}]\n"
+    )
+    kubeconfig = str(control_plane.kubeconfig)
+    async with labelled_nodes(
+        kubeconfig, "sd-sim", 1, NODE_LABEL, {"cpu": "4", "memory": "32Gi", "pods": "110"}
+    ) as (label, (node_name,)):
+        running = pod_manifest("broken", namespace, scheduler, label, "1", node_name=node_name)
+        running["metadata"]["annotations"] = {"simulation.koordpy.io/run-for": "for a while"}
+        waiting = pod_manifest("later", namespace, scheduler, label, "1")
+        waiting["metadata"]["annotations"] = {"simulation.koordpy.io/arrive-after": "10m"}
+        for doc in (running, waiting):
+            await create(kube_api, doc)
+
+        scenario = tmp_path / "cluster.yaml"
+        result = koordpy("snapshot", "--kubeconfig", kubeconfig, "--config", str(config), "-o", str(scenario))
+        assert result.returncode == 0, result.stderr
+        assert result.stderr.count("timeline annotations") == 1, result.stderr
+        assert f"Pod {namespace}/broken (simulation.koordpy.io/run-for)" in result.stderr
+        assert f"Pod {namespace}/later (simulation.koordpy.io/arrive-after)" in result.stderr
+        assert "simulation.koordpy.io/run-for" not in scenario.read_text()
+
+        report = report_of(koordpy("simulate", str(scenario), "--config", str(config), "-o", "json"))
+        mine = {p["name"]: p for p in report["pods"] if p["namespace"] == namespace}
+        assert (mine["broken"]["phase"], mine["broken"]["node"]) == ("Bound", node_name)
+        # the pending pod is there now, not in ten minutes: placed at once on the node's free room
+        assert mine["later"]["node"] == node_name
+
+        job = tmp_path / "job.yaml"
+        job.write_text(yaml.safe_dump(pod_manifest("new", namespace, scheduler, label, "1")))
+        result = koordpy(
+            "simulate",
+            "--from-cluster",
+            "--kubeconfig",
+            kubeconfig,
+            "--config",
+            str(config),
+            "-o",
+            "json",
+            str(job),
+        )
+        dry = report_of(result)
+        assert result.stderr.count("timeline annotations") == 1, result.stderr
+        assert [(p["name"], p["node"]) for p in dry["pods"]] == [("new", node_name)]

@@ -56,7 +56,9 @@ LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
         ("koordinator.sh/gpu-memory-ratio", True),
         ("pod-group.scheduling.sigs.k8s.io/min-available", True),
         ("scheduling.x-k8s.io/pod-group", True),
-        ("simulation.koordpy.io/run-for", True),
+        # the simulator's timeline is not the cluster's: test_snapshot_simulation_annotations.py
+        ("simulation.koordpy.io/run-for", False),
+        ("snapshot.koordpy.io/recreated", True),
         (LAST_APPLIED, False),
         ("deployment.kubernetes.io/revision", False),
         ("prometheus.io/scrape", False),
