@@ -102,6 +102,9 @@ class MemoryCluster:
     # when the run stopped at its virtual deadline with something still to happen: the virtual
     # time of the next thing it would have done (see run)
     cut_before: float | None = None
+    # the node each pod was last nominated to, kept once it is bound (binding clears the status
+    # field) so that the report shows where preemption meant it to go; gone when withdrawn
+    nominated: dict[str, str] = field(default_factory=dict)
 
     # ----------------------------------------------------------------------------- objects in
     def add_namespace(self, ns: Namespace) -> None:
@@ -242,8 +245,10 @@ class MemoryCluster:
         status = raw.setdefault("status", {})
         if node:
             status["nominatedNodeName"] = node
+            self.nominated[key] = node
         else:
             status.pop("nominatedNodeName", None)
+            self.nominated.pop(key, None)
         # the typed view shows the pod as a read from the API server would; the scheduler is not
         # told: its nominator has the nomination already, and the update would only requeue the
         # pod before its backoff is over

@@ -323,6 +323,16 @@ def add_fragmentation(world: MemoryCluster, report: Report) -> None:
 
 
 def _pod_result(world: MemoryCluster, key: str, evicted: Mapping[str, Eviction]) -> PodResult:
+    result = _pod_outcome(world, key, evicted)
+    nominated = world.nominated.get(key)
+    if nominated:
+        # additive: where the pod was last nominated, bound or not (nominatedNodeName is the
+        # status field, which binding clears)
+        result.extras["nominatedNode"] = nominated
+    return result
+
+
+def _pod_outcome(world: MemoryCluster, key: str, evicted: Mapping[str, Eviction]) -> PodResult:
     sched = world.scheduler
     pod = world.views[key]
     raw = world.pods[key]

@@ -107,18 +107,25 @@ def test_interleaved_gangs_never_end_half_placed(capsys: pytest.CaptureFixture[s
     assert outcomes == [("Bound",), ("Pending",)], by_gang
 
 
+def test_a_group_naming_a_gang_not_created_yet_waits_for_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """koord-scheduler waits for a gang group's member gang to show up (tests/gangs/
+    test_gang_group_waits.py): not InvalidSpec, which is for what it never schedules."""
+    got = pods(simulate(capsys, tmp_path, "nodes_three.yaml", "bad_gangs.yaml"))["ghost-partner"]
+    assert (got["phase"], got["reason"]) == ("Pending", "GangNotReady")
+    assert "member gang default/ghost does not exist yet" in got["message"]
+
+
 @pytest.mark.parametrize(
     ("pod", "fragments"),
     [
         # koord-scheduler never initializes a gang no member of which has a usable min-available
         ("words", ("gang.scheduling.koordinator.sh/min-available", "'three'")),
-        # nor schedules a gang whose group names a gang that does not exist
-        ("ghost-partner", ("gang.scheduling.koordinator.sh/groups", "default/ghost", "does not exist")),
         ("negative-0", ("spec.minMember", "-1")),
     ],
     ids=[
         "non-numeric-min-available",
-        "groups-names-missing-gang",
         "negative-min-member",
     ],
 )

@@ -11,9 +11,11 @@ once more, only for a group that failed, and say it in numbers:
   filters record on a node tells a node that is only full from one that does not match), so a
   gang its affinity shuts out is told that no node matches rather than that nodes are missing;
 - a topology gang: the best domain of its MustGather layer, the slots it lacks there, how many
-  nodes would make them up, and, when the group may preempt, the lower-priority jobs of that domain
-  whose eviction would make the room (a job as job-level preemption counts it: the gang group,
-  else the controller, else the pod).
+  nodes would make them up, and, when the group may preempt, the jobs job-level preemption would
+  evict for it (a job as it counts them: the gang group, else the controller, else the pod) and the
+  domain that frees. Those are asked of job-level preemption itself, whose choice PostFilter then
+  carries out: a count of its own here would name other jobs whenever the two disagree (the
+  domain with the most free slots is not the one the tightest eviction frees).
 
 Room is counted as copies of a member's request in each node's free vector (a floor over the
 resource columns the request names, the least of them), so the cost is one pass over the nodes
@@ -31,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from koordpy.api import names
-from koordpy.api.pod import PREEMPT_NEVER, Pod
+from koordpy.api.pod import Pod
 from koordpy.api.resources import PODS, format_amount
 from koordpy.cache.trial import Trial
 from koordpy.framework.cycle_state import CycleState
@@ -43,7 +45,7 @@ from koordpy.plugins.coscheduling.gang import (
     Gang,
     member_order_key,
 )
-from koordpy.plugins.coscheduling.offers import Offers, offer_slots, shape_key
+from koordpy.plugins.coscheduling.offers import Offers, shape_key
 from koordpy.status.topology import CLUSTER_LAYER, TopologyTree
 
 if TYPE_CHECKING:
@@ -53,10 +55,9 @@ if TYPE_CHECKING:
 # the plugins whose filter failure means "no room": a node they reject passed the filters before
 # them (kube-scheduler's order puts NodeResourcesFit after the affinity, taint and port checks)
 RESOURCE_PLUGINS = frozenset({names.NODE_RESOURCES_FIT, names.NODE_RESOURCES_FIT_PLUS})
-# shapes described, and jobs weighed as victims: enough for a sentence a person reads, and a
-# bound on the work done for a group that failed
+# shapes described: enough for a sentence a person reads, and a bound on the work done for a group
+# that failed
 MAX_SHAPES = 4
-MAX_JOBS = 16
 
 
 # ============================================================================ room as arrays
@@ -319,15 +320,13 @@ def _ambiguous(paths: Sequence[tuple[str, ...]], path: tuple[str, ...]) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class Preemption:
-    """What job-level preemption may take from the best domain: who may evict, the job of a pod,
-    and which pods job-level preemption could take at all (not opted out, not terminating, not of
-    the group itself)."""
+class Victim:
+    """A pod job-level preemption would evict: its job (the gang group, else the controller, else
+    the pod), its priority, and its snapshot row."""
 
-    trigger: Pod
-    job_of: Callable[[Pod], str]
-    may_be_victim: Callable[[Pod], bool]
-    victim_mask: Callable[[Pod, Sequence[Pod]], np.ndarray]
+    job: str
+    priority: int
+    row: int
 
 
 def explain_topology(
@@ -336,12 +335,13 @@ def explain_topology(
     layer: str | None,
     members: Sequence[Pod],
     offers: Offers,
-    preemption: Preemption | None,
-    ignore: Callable[[Pod], bool] | None = None,
+    victims: Sequence[Victim] = (),
 ) -> str | None:
     """The best domain of the MustGather `layer` (the cluster when there is none) for a group whose
-    plan found no domain, what it lacks, and what would make it up. None when the domains hold
-    enough slots (a podCountMultiple split failed, not room) or PreFilter refused the members."""
+    plan found no domain, what it lacks, and what would make it up: more nodes there, or the
+    `victims` job-level preemption would evict for it (named by job, with the domain they free
+    when it is not the best one). None when the domains hold enough slots (a podCountMultiple
+    split failed, not room) or PreFilter refused the members."""
     if not members or offers.diagnosis.pre_filter_status is not None:
         return None
     snap = profile.handle.snapshot
@@ -370,10 +370,16 @@ def explain_topology(
             f"{_plural(have, 'free slot')}"
         )
     change = f"{_plural(count, 'more node')} with {amount} free in {where}"
-    if preemption is not None:
-        jobs = _jobs_to_preempt(profile, rows, members, offers, have, preemption, ignore)
-        if jobs:
-            change += f", or preempting {_jobs_phrase(jobs)}"
+    if victims:
+        priorities: dict[str, int] = {}
+        for v in victims:
+            priorities[v.job] = max(priorities.get(v.job, v.priority), v.priority)
+        jobs = sorted(priorities.items(), key=lambda jp: (jp[1], jp[0]))
+        change += f", or preempting {_jobs_phrase(jobs)}"
+        # the domain preemption frees, named when it is not the one counted above
+        freed = [i for i, domain in enumerate(room.rows) if np.isin(victims[0].row, domain)]
+        if layer != CLUSTER_LAYER and freed and freed[0] != best:
+            change += f" in {room.names[freed[0]]}"
     return f"{head}; {change} would place it"
 
 
@@ -383,86 +389,6 @@ def _jobs_phrase(jobs: Sequence[tuple[str, int]]) -> str:
     if len(priorities) == 1:
         return f"{word} {', '.join(j for j, _ in jobs)} (priority {priorities[0]})"
     return f"{word} {', '.join(f'{j} (priority {p})' for j, p in jobs)}"
-
-
-def _jobs_to_preempt(
-    profile: Any,
-    rows: np.ndarray,
-    members: Sequence[Pod],
-    offers: Offers,
-    have: int,
-    preemption: Preemption,
-    ignore: Callable[[Pod], bool] | None,
-) -> list[tuple[str, int]]:
-    """The fewest of the domain's lower-priority jobs, least important first, whose eviction
-    raises the domain's slots to the group's size: jobs are taken off until the domain holds the
-    group, then each is put back, most important first, when the group still fits without its
-    eviction. Empty when evicting every such job would not do."""
-    snap = profile.handle.snapshot
-    trigger = preemption.trigger
-    if trigger.preemption_policy == PREEMPT_NEVER:
-        return []
-    candidates: list[tuple[Pod, int]] = []
-    for row in rows.tolist():
-        for pod in snap.info(row).pods.values():
-            if preemption.may_be_victim(pod):
-                candidates.append((pod, row))
-    if not candidates:
-        return []
-    allowed = preemption.victim_mask(trigger, [p for p, _ in candidates])
-    jobs: dict[str, list[tuple[Pod, int]]] = {}
-    for (pod, row), ok in zip(candidates, allowed.tolist(), strict=True):
-        if ok:
-            jobs.setdefault(preemption.job_of(pod), []).append((pod, row))
-    if not jobs:
-        return []
-    order = sorted(jobs, key=lambda j: (max(p.priority for p, _ in jobs[j]), len(jobs[j]), j))[:MAX_JOBS]
-    desired = len(members)
-    slots = offers.slots.copy()
-    total = have
-    taken: list[str] = []
-    with snap.trial() as trial:
-        for job in order:
-            for pod, row in jobs[job]:
-                trial.remove_pod(pod, row)
-            total = _recount(profile, members, jobs[job], slots, total, ignore)
-            taken.append(job)
-            if total >= desired:
-                break
-        if total < desired:
-            return []
-        for job in reversed(taken[:-1]):
-            for pod, row in jobs[job]:
-                trial.add_pod(pod, row)
-            back = slots.copy()
-            kept = _recount(profile, members, jobs[job], slots, total, ignore)
-            if kept >= desired:
-                taken.remove(job)
-                total = kept
-            else:
-                for pod, row in jobs[job]:
-                    trial.remove_pod(pod, row)
-                slots = back
-    taken.sort(key=lambda j: (max(p.priority for p, _ in jobs[j]), j))
-    return [(j, max(p.priority for p, _ in jobs[j])) for j in taken]
-
-
-def _recount(
-    profile: Any,
-    members: Sequence[Pod],
-    pods: Sequence[tuple[Pod, int]],
-    slots: np.ndarray,
-    total: int,
-    ignore: Callable[[Pod], bool] | None,
-) -> int:
-    """The domain's slots once the rows `pods` are on are counted again (`slots` updated)."""
-    touched = np.unique(np.fromiter((row for _, row in pods), dtype=np.int64, count=len(pods)))
-    again = offer_slots(profile, members, touched, ignore)
-    if again.kinds:
-        again.settle(profile, touched.tolist())
-    total += int(again.slots[touched].sum() - slots[touched].sum())
-    slots[touched] = again.slots[touched]
-    return total
 
 
 # ============================================================================ for Coscheduling
@@ -509,22 +435,20 @@ def explain_no_domain(
     spec: NetworkTopologySpec,
     offers: Offers,
 ) -> str | None:
-    """The explanation of a topology gang group no domain holds, naming the jobs to preempt when
-    the group may preempt (Coscheduling's PostFilter runs and preemption is enabled)."""
+    """The explanation of a topology gang group no domain holds, naming the jobs job-level
+    preemption would evict for it when the group may preempt (Coscheduling's PostFilter runs and
+    preemption is enabled): the very choice PostFilter carries out after the pass (the first
+    member is its trigger, and the plan's diagnosis its diagnosis), so the message never names a
+    job that is not evicted."""
     profile: Any = plugin.handle.profile
     may_preempt = plugin.cargs.enable_preemption and any(
         getattr(p, "NAME", None) == names.COSCHEDULING for p in profile.post_filter
     )
-    preemption = None
-    if may_preempt and members:
-        gang = plugin.registry.gang(pod)
-        group = frozenset(gang.group) if gang is not None else frozenset()
-        job_preemption = plugin.preemption
-        preemption = Preemption(
-            members[0],
-            job_preemption.job_of,
-            lambda other: job_preemption.may_be_victim(other, group),
-            plugin.handle.victim_mask,
-        )
+    victims: list[Victim] = []
+    gang = plugin.registry.gang(members[0]) if members else None
+    if may_preempt and gang is not None:
+        choice = plugin.preemption.select(members[0], gang, offers.diagnosis)
+        if choice.plan is not None:
+            victims = [Victim(v.job, v.pod.priority, v.row) for v in choice.victims]
     layer = spec.must_gather_layer(tree.chain)
-    return explain_topology(profile, tree, layer, members, offers, preemption, plugin.same_job(pod))
+    return explain_topology(profile, tree, layer, members, offers, victims)

@@ -396,13 +396,17 @@ class FreeablePlanner:
             victims,
         )
 
-    def scores(self, node_name: Callable[[int], str]) -> dict[str, float]:
+    def scores(self, node_name: Callable[[int], str], ranks_only: bool = False) -> dict[str, float]:
         """Per node with victims, its cost by all of them as a score: cheaper scores higher,
-        fewer jobs dominate, then ranks, then victims (preemption.py's topology plan)."""
+        fewer jobs dominate, then ranks, then victims (preemption.py's topology plan); or, with
+        `ranks_only`, the priority ranks of its victim jobs alone, Koordinator's cost, by which its
+        solver orders the nodes for the members."""
         rows = np.flatnonzero(self.has)
         idx, node_k = self._victims_on(rows)
         cost = self._cost(rows.size, idx, node_k, np.ones(idx.size, dtype=bool), self.breaks[idx], None, None)
         value = cost.pdbs * 10**9 + cost.jobs * 10**6 + cost.ranks * 10**3 + cost.victims
+        if ranks_only:
+            value = cost.ranks
         return {node_name(r): -float(s) for r, s in zip(rows.tolist(), value.tolist(), strict=True)}
 
     def slots(self) -> np.ndarray:

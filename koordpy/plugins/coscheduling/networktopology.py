@@ -32,6 +32,7 @@ import numpy as np
 
 from koordpy.api.pod import Pod
 from koordpy.plugins.coscheduling.offers import Offers
+from koordpy.plugins.coscheduling.visit_order import in_visit_order
 
 # the gather rules a gang asks for are read with the other gang annotations; re-exported, as the
 # Coscheduling plugin, the topology benchmark and tests import them from here
@@ -211,10 +212,12 @@ def plan_levels(
     pods: Sequence[Pod],
     node_slots: np.ndarray,
     node_scores: np.ndarray | None = None,
+    visit_scores: np.ndarray | None = None,
 ) -> Placement | NoPlacement:
     """Where each of `pods` (already in placement order) goes, or why the group fits no domain.
     `node_slots` is each node's offer for these pods and `node_scores` (higher is better) break
-    ties, both per node vertex of `tree.levels()`."""
+    ties, both per node vertex of `tree.levels()`; `visit_scores`, when given, order the chosen
+    nodes for the pods in their stead (`visit_order`)."""
     desired = len(pods)
     chain = tree.chain
     levels = tree.levels()
@@ -240,6 +243,10 @@ def plan_levels(
             leaves: list[tuple[int, int]] = []
             if _distribute(t, depth, candidate, desired, leaves) < desired:
                 continue
+            if visit_scores is not None:
+                summed = _sum_offers(levels, chain, node_slots, visit_scores, multiples).score
+                assert summed is not None
+                leaves = in_visit_order(levels, t.offer, summed, depth, leaves)
             nodes: dict[str, str] = {}
             it = iter(pods)
             for leaf, n in leaves:
@@ -285,19 +292,23 @@ def plan_with_offers(
     pods: Sequence[Pod],
     offers: Offers,
     scores: Mapping[str, float] | None = None,
+    visit: Mapping[str, float] | None = None,
 ) -> Placement | NoPlacement:
     """Plan from the offers; when they are resource bounds, check the planned nodes with the real
     filters and plan again until every node used has been checked (each round lowers an offer or
-    ends, so this stops)."""
+    ends, so this stops). `visit` scores order the chosen nodes for the pods (`plan_levels`)."""
     snap = profile.handle.snapshot
     levels = tree.levels()
     rows = levels.rows(snap.row_of, (id(snap), snap.node_generation))
     node_scores = _node_scores(levels, scores)
+    visit_scores = None if visit is None else _node_scores(levels, visit)
+    if visit is not None and visit_scores is None:
+        visit_scores = np.zeros(len(levels.nodes), dtype=np.float64)
     inside = rows >= 0
     every = bool(inside.all())
     while True:
         node_slots = offers.slots[rows] if every else np.where(inside, offers.slots[rows], 0)
-        plan = plan_levels(tree, spec, pods, node_slots, node_scores)
+        plan = plan_levels(tree, spec, pods, node_slots, node_scores, visit_scores)
         if not isinstance(plan, Placement) or not offers.kinds:
             return plan
         used = sorted({snap.row_of[n] for n in plan.nodes.values()})

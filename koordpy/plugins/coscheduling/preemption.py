@@ -14,20 +14,21 @@ failed (the trigger), after the pass has given back whatever it held:
    members are planned (`Handle.releasing`).
 3. Placement of every pending member on that lighter cluster: with a network-topology-spec, the
    topology plan (whole group in one domain that satisfies MustGather, tightest fit, cost as the
-   tie-break); otherwise member by member, each with the earlier ones assumed, on the cheapest
-   node that fits. A node's cost follows the job-aware model: PodDisruptionBudgets its victims
-   would break (respected where there is a choice, as kube-scheduler does), then the victim jobs
-   it would disrupt that are not disrupted already, then the priority ranks of those jobs, then
-   its victims not already counted for an earlier member. A victim's job is its gang group, else
-   its controller, else the pod itself. Of nodes of equal cost, one that earlier members already
-   use wins, then the first by name: the gang stays together (Koordinator's placeToSchedulePods
-   takes the first cheapest node in name order, which puts the members of its "preempt success"
-   case both on the first node). Member by member, a node is costed once by the victims that
-   member alone needs there and once by all it might need, and the members are also packed, each
-   onto a node the earlier ones use while one fits, else onto one that can hold the most of them
-   (the cheapest of those by all its victims); the cheapest of the three outcomes (after step 4)
-   is carried out, and of equally cheap outcomes the one that evicts on the fewest nodes, then
-   spreads the members over the fewest.
+   tie-break; the members take the chosen nodes in the order Koordinator's solver visits them, its
+   victim-rank cost as the score, see `visit_order`); otherwise member by member, each with the
+   earlier ones assumed, on the cheapest node that fits. A node's cost follows the job-aware model:
+   PodDisruptionBudgets its victims would break (respected where there is a choice, as
+   kube-scheduler does), then the victim jobs it would disrupt that are not disrupted already, then
+   the priority ranks of those jobs, then its victims not already counted for an earlier member. A
+   victim's job is its gang group, else its controller, else the pod itself. Of nodes of equal
+   cost, one that earlier members already use wins, then the first by name: the gang stays together
+   (Koordinator's placeToSchedulePods takes the first cheapest node in name order, which puts the
+   members of its "preempt success" case both on the first node). Member by member, a node is
+   costed once by the victims that member alone needs there and once by all it might need, and the
+   members are also packed, each onto a node the earlier ones use while one fits, else onto one
+   that can hold the most of them (the cheapest of those by all its victims); the cheapest of the
+   three outcomes (after step 4) is carried out, and of equally cheap outcomes the one that evicts
+   on the fewest nodes, then spreads the members over the fewest.
 4. Fewest victims: on each chosen node the victims are put back, PDB-protected ones first, then
    the most important (priority, then job, then name); each one that leaves every member planned
    there still fitting stays.
@@ -35,7 +36,9 @@ failed (the trigger), after the pass has given back whatever it held:
    is rejected instead); lower-priority pods nominated to the victims' nodes lose their
    nomination; every pending member is nominated to its planned node.
 
-If any member cannot be placed even with every legal victim gone, nobody is evicted.
+If any member cannot be placed even with every legal victim gone, nobody is evicted. Steps 1 to 4
+are `select`, without effect: a topology group's explanation asks it first, so that the pending
+members are told of the victims PostFilter then evicts (the same choice, while nothing changed).
 
 Steps 2 to 4 run over the node arrays (`freeable.py`) when only resources stand between the
 members and the nodes: every member's filters other than NodeResourcesFit read the node object
@@ -45,14 +48,13 @@ the trial does every step.
 
 The members' next pass honours the nominations: a pod tries its nominated node first, as
 kube-scheduler does (the scheduling cycle), and a topology-aware group keeps its nominated nodes
-as its plan while they still hold the group (`nominated_plan`), so the members are bound where the
+as its plan while they still hold the group (`nominations.nominated_plan`), so the members are bound where the
 room was made for them and not in a domain that has become just as good meanwhile.
 """
 
 from __future__ import annotations
 
 import time
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -68,7 +70,7 @@ from koordpy.framework.interfaces import PostFilterResult
 from koordpy.framework.status import Code, Status
 from koordpy.plugins.coscheduling.freeable import BY_ALL, BY_NEED, PACKED, FreeablePlanner
 from koordpy.plugins.coscheduling.freeable import Victim as _Victim
-from koordpy.plugins.coscheduling.networktopology import NetworkTopologySpec, Placement, plan_with_offers
+from koordpy.plugins.coscheduling.networktopology import Placement, plan_with_offers
 from koordpy.plugins.coscheduling.offers import Offers, offer_slots
 from koordpy.plugins.defaultpreemption import preemptible, terminating_by_preemption
 from koordpy.plugins.disruptionbudgets import Budget, DisruptionBudgets, split_by_pdb
@@ -76,7 +78,6 @@ from koordpy.plugins.disruptionbudgets import Budget, DisruptionBudgets, split_b
 if TYPE_CHECKING:
     from koordpy.plugins.coscheduling.gang import Gang
     from koordpy.plugins.coscheduling.plugin import Coscheduling
-    from koordpy.status.topology import TopologyTree
 
 MSG_POLICY_NEVER = "not eligible due to preemptionPolicy=Never."
 MSG_TERMINATING = "not eligible due to terminating pod on the nominated node."
@@ -110,8 +111,17 @@ class _Taken:
     rows: set[int] = field(default_factory=set)
 
 
-def _unschedulable(message: str) -> PostFilterResult:
-    return PostFilterResult("", Status(Code.UNSCHEDULABLE, (message,)))
+@dataclass(slots=True)
+class Choice:
+    """What preemption would do for one failure: the members, and the plan and victims it would
+    carry out; or, with no plan, why it would evict nobody (`withdraw`: and the members' earlier
+    nominations go)."""
+
+    members: list[Pod]
+    plan: _Plan | None = None
+    victims: list[_Victim] = field(default_factory=list)
+    why: str = ""
+    withdraw: bool = False
 
 
 class JobPreemption:
@@ -122,6 +132,8 @@ class JobPreemption:
         self.plugin = plugin
         self.handle = plugin.handle
         self.budgets = DisruptionBudgets.shared(plugin.handle)
+        # the last choice made: (trigger, diagnosis, snapshot generation, choice)
+        self._chosen: tuple[str, Diagnosis, int, Choice] | None = None
 
     # ------------------------------------------------------------------------------ helpers
     def job_of(self, pod: Pod) -> str:
@@ -150,22 +162,44 @@ class JobPreemption:
         return result
 
     def _preempt(self, trigger: Pod, gang: Gang, diagnosis: Diagnosis) -> PostFilterResult:
+        choice = self.select(trigger, gang, diagnosis)
+        self._chosen = None  # one cycle's choice is carried out once
+        if choice.plan is None:
+            if choice.withdraw:
+                return self._fail(choice.members, choice.why)
+            return PostFilterResult(None, Status(Code.UNSCHEDULABLE, (choice.why,)))
+        return self._execute(trigger, gang, choice.members, choice.plan, choice.victims)
+
+    def select(self, trigger: Pod, gang: Gang, diagnosis: Diagnosis) -> Choice:
+        """What preemption would do for the trigger's failure now (steps 1 to 4), with no effect.
+        A pending group's explanation asks first, in the same cycle; PostFilter then carries out
+        that very choice while the snapshot has not changed, so the message names what is done."""
+        chosen = self._chosen
+        now = (trigger.key, self.handle.snapshot.generation)
+        if chosen is not None and (chosen[0], chosen[2]) == now and chosen[1] is diagnosis:
+            return chosen[3]
+        choice = self._select(trigger, gang, diagnosis)
+        # the dry runs' trials move the generation on: it is read once they are over
+        self._chosen = (trigger.key, diagnosis, self.handle.snapshot.generation, choice)
+        return choice
+
+    def _select(self, trigger: Pod, gang: Gang, diagnosis: Diagnosis) -> Choice:
         members = self.plugin.batch_members(trigger) or []
         if not members:
-            return _unschedulable(MSG_NO_PENDING)
+            return Choice(members, why=MSG_NO_PENDING, withdraw=True)
         if trigger.preemption_policy == PREEMPT_NEVER:
-            return PostFilterResult(None, Status(Code.UNSCHEDULABLE, (MSG_POLICY_NEVER,)))
+            return Choice(members, why=MSG_POLICY_NEVER)
         if self._room_on_its_way(trigger, members, diagnosis):
             # the room an earlier preemption made is on its way: do not evict more
-            return PostFilterResult(None, Status(Code.UNSCHEDULABLE, (MSG_TERMINATING,)))
+            return Choice(members, why=MSG_TERMINATING)
         victims = self._victims(trigger, self._potential_rows(diagnosis), frozenset(gang.group))
         if not victims:
-            return self._fail(members, f"{MSG_NOT_HELPFUL}: {MSG_NO_VICTIMS} where evicting could help")
+            why = f"{MSG_NOT_HELPFUL}: {MSG_NO_VICTIMS} where evicting could help"
+            return Choice(members, why=why, withdraw=True)
         outcome, why = self._cheapest_outcome(trigger, members, victims)
         if outcome is None:
-            return self._fail(members, f"{MSG_NOT_HELPFUL}: {why}")
-        plan, chosen = outcome
-        return self._execute(trigger, gang, members, plan, chosen)
+            return Choice(members, why=f"{MSG_NOT_HELPFUL}: {why}", withdraw=True)
+        return Choice(members, outcome[0], outcome[1])
 
     def _room_on_its_way(self, trigger: Pod, members: Sequence[Pod], diagnosis: Diagnosis) -> bool:
         """Whether a member is nominated to a node where a pod evicted by an earlier preemption
@@ -263,9 +297,9 @@ class JobPreemption:
         tree, spec = topology
         snap = self.handle.snapshot
         offers = Offers(planner.slots(), Diagnosis())
-        placement = plan_with_offers(
-            self.handle.profile, tree, spec, members, offers, planner.scores(snap.node_name)
-        )
+        scores = planner.scores(snap.node_name)
+        visit = planner.scores(snap.node_name, ranks_only=True)
+        placement = plan_with_offers(self.handle.profile, tree, spec, members, offers, scores, visit)
         if not isinstance(placement, Placement):
             return None, placement.message
         return {m.key: snap.row_of[placement.nodes[m.key]] for m in members}, ""
@@ -486,12 +520,15 @@ class JobPreemption:
         snap = self.handle.snapshot
         profile: Any = self.handle.profile
         offers = offer_slots(profile, members, snap.live_rows(), ignore)
-        # cheaper nodes score higher: fewer jobs dominate, then ranks, then victims
+        # cheaper nodes score higher: fewer jobs dominate, then ranks, then victims; the members
+        # are handed the chosen nodes as Koordinator's solver would, by the ranks alone
         scores = {}
+        visit = {}
         for row, vs in by_row.items():
             pdbs, jobs, ranks, count = self._cost(vs)
             scores[snap.node_name(row)] = -float(pdbs * 10**9 + jobs * 10**6 + ranks * 10**3 + count)
-        placement = plan_with_offers(profile, tree, spec, members, offers, scores)
+            visit[snap.node_name(row)] = -float(ranks)
+        placement = plan_with_offers(profile, tree, spec, members, offers, scores, visit)
         if not isinstance(placement, Placement):
             return None, placement.message
         plan = _Plan()
@@ -556,53 +593,6 @@ class JobPreemption:
                 trial.add_pod(m, row)
         return True
 
-    # ------------------------------------------------------------------------------ nominations kept
-    def nominated_plan(
-        self,
-        members: Sequence[Pod],
-        tree: TopologyTree,
-        spec: NetworkTopologySpec,
-        ignore: Callable[[Pod], bool],
-    ) -> dict[str, str] | None:
-        """Where every member of a topology-aware group is nominated (pod key -> node), while those
-        nodes still hold the group: with as many slots as members nominated to each, they make a
-        placement the gather rules accept, and each member passes PreFilter and the filters on its
-        node after the members before it there (room nominated to other pods of at least its
-        priority is held). None otherwise: the group is then planned afresh.
-
-        kube-scheduler tries a pod's nominated node before any other; for a group placed by a plan
-        the nominations are the plan job-level preemption made (members in index order over the
-        domain's nodes), and planning again once the victims are gone could pick another domain
-        that has become just as good meanwhile."""
-        handle = self.handle
-        snap = handle.snapshot
-        nodes: dict[str, str] = {}
-        for m in members:
-            name = handle.nominator.node_of(m.key) or m.nominated_node_name
-            if not name or name not in snap.row_of:
-                return None
-            nodes[m.key] = name
-        slots = np.zeros(snap.capacity, dtype=np.int64)
-        for name, count in Counter(nodes.values()).items():
-            slots[snap.row_of[name]] = count
-        profile: Any = handle.profile
-        # the planner, offered just those slots, must use every one of them
-        plan = plan_with_offers(profile, tree, spec, members, Offers(slots, Diagnosis()))
-        if not isinstance(plan, Placement):
-            return None
-        with snap.trial() as trial:
-            for m in members:
-                row = snap.row_of[nodes[m.key]]
-                state = CycleState()
-                allowed, st = profile.run_pre_filter(state, m)
-                if st is not None or (allowed is not None and nodes[m.key] not in allowed):
-                    return None
-                one = np.array([row], dtype=np.int64)
-                if not profile.run_filter_with_nominated(state, m, one, None, ignore).size:
-                    return None
-                trial.add_pod(m, row)
-        return nodes
-
     # ------------------------------------------------------------------------------ execution
     def _execute(
         self, trigger: Pod, gang: Gang, members: Sequence[Pod], plan: _Plan, victims: Sequence[_Victim]
@@ -657,4 +647,4 @@ class JobPreemption:
             if handle.nominator.node_of(m.key) or m.nominated_node_name:
                 handle.nominator.remove(m)
                 handle.emit(Nominate(m, ""))
-        return _unschedulable(message)
+        return PostFilterResult("", Status(Code.UNSCHEDULABLE, (message,)))
