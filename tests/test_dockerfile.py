@@ -14,7 +14,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from tests.support.locks import DEV_LOCK, REPO_ROOT, RUNTIME_LOCK, runtime_requirements
+from tests.support.locks import DEV_LOCK, REPO_ROOT, RUNTIME_LOCK, pin_problem, runtime_requirements
 from tests.support.locks import read_lock as read_locked_pins
 
 DOCKERFILE = REPO_ROOT / "Dockerfile"
@@ -216,12 +216,8 @@ def test_lock_pins_every_runtime_dependency_within_its_range() -> None:
     for requirement in runtime_requirements():
         if not applies(requirement):
             continue
-        name = canonicalize_name(requirement.name)
-        assert name in pins, f"{requirement.name} (pyproject.toml) is not pinned in requirements.lock"
-        written, version = pins[name]
-        assert requirement.specifier.contains(version, prereleases=True), (
-            f"requirements.lock pins {written}=={version}, outside pyproject's {requirement}"
-        )
+        problem = pin_problem(requirement, pins, "requirements.lock")
+        assert problem is None, f"{problem} (pyproject.toml)"
 
 
 def test_lock_holds_no_dev_or_build_tools() -> None:
@@ -248,11 +244,8 @@ def test_lock_is_closed_under_dependencies() -> None:
             requirement = Requirement(text)
             if not applies(requirement):
                 continue
-            dep = canonicalize_name(requirement.name)
-            if dep not in pins:
-                problems.append(f"{written}=={version} needs {requirement}, which is not pinned")
-            elif not requirement.specifier.contains(pins[dep][1], prereleases=True):
-                problems.append(f"{written}=={version} needs {requirement}, the lock has {pins[dep][1]}")
+            if problem := pin_problem(requirement, pins, "requirements.lock"):
+                problems.append(f"{written}=={version} needs it: {problem}")
     if not checked:
         pytest.skip("no package of requirements.lock is installed here at its locked version")
     assert not problems, "\n".join(problems)

@@ -21,6 +21,7 @@ from tests.support.locks import (
     REPO_ROOT,
     RUNTIME_LOCK,
     dev_requirements,
+    pin_problem,
     read_lock,
     runtime_requirements,
 )
@@ -66,11 +67,8 @@ def test_every_declared_requirement_is_pinned_within_its_range(
     for requirement in requirements():
         if not applies(requirement):
             continue
-        name = canonicalize_name(requirement.name)
-        if name not in pins:
-            problems.append(f"{requirement} (pyproject.toml) is not pinned in {lock.name}")
-        elif not requirement.specifier.contains(pins[name][1], prereleases=True):
-            problems.append(f"{lock.name} pins {pins[name][0]}=={pins[name][1]}, outside {requirement}")
+        if problem := pin_problem(requirement, pins, lock.name):
+            problems.append(problem)
     assert not problems, "\n".join(problems) + "\nrefresh the locks with `make lock`"
 
 
@@ -97,12 +95,9 @@ def test_the_locks_together_are_closed_and_hold_nothing_more() -> None:
         for requirement in (Requirement(t) for t in dist.requires or ()):
             if not applies(requirement):
                 continue
-            dep = canonicalize_name(requirement.name)
-            todo.append(dep)
-            if dep not in pins:
-                problems.append(f"{written}=={version} needs {requirement}, which no lock pins")
-            elif not requirement.specifier.contains(pins[dep][1], prereleases=True):
-                problems.append(f"{written}=={version} needs {requirement}, the locks have {pins[dep][1]}")
+            todo.append(canonicalize_name(requirement.name))
+            if problem := pin_problem(requirement, pins, "the locks"):
+                problems.append(f"{written}=={version} needs it: {problem}")
     if unknown:
         pytest.skip(f"not installed at the locked versions here, so not readable: {unknown}")
     problems += [f"{pins[n][0]} is pinned but nothing needs it" for n in sorted(set(pins) - needed)]

@@ -49,6 +49,15 @@ UNSCHEDULABLE = "unschedulable"
 GATED = "gated"
 # the queues as kube-scheduler's log lines name them
 _LOGGED_NAME = {ACTIVE: "Active", BACKOFF: "Backoff", UNSCHEDULABLE: "Unschedulable", GATED: "Unschedulable"}
+def _say_moved(pod: str, event: str, queue: str) -> None:
+    """kube-scheduler's V(5) line for a pod entering a queue; a gated pod's says why."""
+    if v5 := klog.v(5):
+        message = "Pod moved to an internal scheduling queue"
+        if queue == GATED:
+            message += ", because the pod is gated"
+        v5.info(message, pod=pod, event=event, queue=_LOGGED_NAME[queue])
+
+
 # kube-scheduler's queueingStrategy, as its log lines give it: queueSkip, queueAfterBackoff
 _HINT_SKIP = 0
 _HINT_AFTER_BACKOFF = 1
@@ -261,13 +270,7 @@ class SchedulingQueue:
         if st is not None:
             if self.where.get(info.key) != GATED:
                 self._count(UNSCHEDULABLE, event)
-                if v5 := klog.v(5):
-                    v5.info(
-                        "Pod moved to an internal scheduling queue, because the pod is gated",
-                        pod=info.key,
-                        event=event,
-                        queue=_LOGGED_NAME[GATED],
-                    )
+                _say_moved(info.key, event, GATED)
             changed = (info.gated_by, info.gated_reason, info.gated_message) != (
                 st.plugin,
                 st.reason,
@@ -288,13 +291,7 @@ class SchedulingQueue:
         """`event` None: the pod is in activeQ already and only its place changes."""
         if event is not None:
             self._count(ACTIVE, event)
-            if v5 := klog.v(5):
-                v5.info(
-                    "Pod moved to an internal scheduling queue",
-                    pod=info.key,
-                    event=event,
-                    queue=_LOGGED_NAME[ACTIVE],
-                )
+            _say_moved(info.key, event, ACTIVE)
         info.seq = next(self._seq)
         self.where[info.key] = ACTIVE
         self._unschedulable_since.pop(info.key, None)
@@ -302,13 +299,7 @@ class SchedulingQueue:
 
     def _push_backoff(self, info: QueuedPodInfo, event: str) -> None:
         self._count(BACKOFF, event)
-        if v5 := klog.v(5):
-            v5.info(
-                "Pod moved to an internal scheduling queue",
-                pod=info.key,
-                event=event,
-                queue=_LOGGED_NAME[BACKOFF],
-            )
+        _say_moved(info.key, event, BACKOFF)
         info.seq = next(self._seq)
         self.where[info.key] = BACKOFF
         self._unschedulable_since.pop(info.key, None)

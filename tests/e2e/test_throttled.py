@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 from kubernetes_asyncio import client
-from kubernetes_asyncio import config as k8s_config
 
+from tests.e2e.cluster import admin_client
 from tests.e2e.conftest import _running
 from tests.e2e.kwok import create_ready_nodes
 from tests.e2e.test_leadership import Replica
@@ -68,11 +68,7 @@ def pod(name: str, label: str, cpu: str, annotations: dict[str, str] | None = No
 
 @pytest.fixture
 async def core(throttled_control_plane: ControlPlane) -> AsyncIterator[client.CoreV1Api]:
-    configuration = client.Configuration()
-    await k8s_config.load_kube_config(
-        config_file=str(throttled_control_plane.kubeconfig), client_configuration=configuration
-    )
-    async with client.ApiClient(configuration=configuration) as api:
+    async with admin_client(throttled_control_plane) as api:
         yield client.CoreV1Api(api)
 
 

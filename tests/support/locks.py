@@ -50,3 +50,14 @@ def dev_requirements() -> list[Requirement]:
     assert isinstance(project, dict) and isinstance(build, dict)
     texts = [*project["optional-dependencies"]["dev"], *build["requires"]]
     return [Requirement(r) for r in texts]
+
+
+def pin_problem(requirement: Requirement, pins: dict[str, tuple[str, Version]], where: str) -> str | None:
+    """Why `pins` (of `where`) do not satisfy `requirement`; None when they do."""
+    name = canonicalize_name(requirement.name)
+    if name not in pins:
+        return f"{requirement} is not pinned in {where}"
+    written, version = pins[name]
+    if not requirement.specifier.contains(version, prereleases=True):
+        return f"{where} pins {written}=={version}, outside {requirement}"
+    return None
