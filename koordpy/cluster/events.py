@@ -174,6 +174,8 @@ class EventRecorder:
         self._queue: deque[_Pending] = deque()
         self._ready = asyncio.Event()
         self._cache: OrderedDict[tuple[Any, ...], _Recorded] = OrderedDict()
+        # the cache's keys by the uid of the object they regard, so that an object's series go with it
+        self._keys_of: dict[str, set[tuple[Any, ...]]] = {}
         self._active = 0
         self._idle = asyncio.Event()
         self._idle.set()
@@ -295,8 +297,11 @@ class EventRecorder:
             body["related"] = p.related
         recorded = _Recorded(namespace, name, body, 1, p.at, 1)
         self._cache[key] = recorded
+        uid = str(p.regarding.get("uid") or "")
+        if uid:
+            self._keys_of.setdefault(uid, set()).add(key)
         if len(self._cache) > EVENT_CACHE_SIZE:
-            self._cache.popitem(last=False)
+            self._uncache(next(iter(self._cache)))
         await self._create(recorded)
 
     async def _create(self, recorded: _Recorded) -> bool:
@@ -375,9 +380,32 @@ class EventRecorder:
         """Forget events not seen for SERIES_FINISH_SECONDS (their series is over); a series with
         repeats the apiserver has not been told of yet is told first, in the background."""
         for key in [k for k, r in self._cache.items() if now - r.last >= SERIES_FINISH_SECONDS]:
-            recorded = self._cache.pop(key)
+            recorded = self._uncache(key)
             if recorded.count > recorded.written:
                 self._queue_series_write(recorded)
+
+    def forget_object(self, uid: str) -> None:
+        """The object with this uid was deleted: its series are over now (a new object of the same
+        name has another uid, so none of them can repeat). A series with repeats the apiserver has
+        not been told of is told first, in the background, as when it finishes."""
+        for key in self._keys_of.pop(uid, ()):
+            recorded = self._cache.pop(key, None)
+            if recorded is not None and recorded.count > recorded.written:
+                self._queue_series_write(recorded)
+
+    def cached(self) -> int:
+        """The events whose series are followed now."""
+        return len(self._cache)
+
+    def _uncache(self, key: tuple[Any, ...]) -> _Recorded:
+        recorded = self._cache.pop(key)
+        uid = str(recorded.body["regarding"].get("uid") or "")
+        keys = self._keys_of.get(uid)
+        if keys is not None:
+            keys.discard(key)
+            if not keys:
+                del self._keys_of[uid]
+        return recorded
 
     def _queue_series_write(self, recorded: _Recorded) -> None:
         task = asyncio.get_running_loop().create_task(self._write_series(recorded))

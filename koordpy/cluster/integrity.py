@@ -137,6 +137,10 @@ class Integrity:
             f"koordpy leaves this node out of scheduling: {node.spec_error}",
         )
 
+    def node_gone(self, name: str) -> None:
+        """The node was deleted: what was reported of it goes with it."""
+        self.reported_nodes.pop(name, None)
+
     # ------------------------------------------------------------------ the audit
     def audit(self) -> list[str]:
         """The cache check, then the scheduler's nodes and pods against the informers' stores;

@@ -54,6 +54,8 @@ PLUGIN_METRICS_SAMPLE_PERCENT = 10
 BUSY_TICK_INTERVAL = 1.0
 # a standby never carries out decisions; these are the ones made from events before it led
 MAX_HELD_EFFECTS = 10_000
+# a standby's held effects are pruned once they have doubled, plus this many, since the last pruning
+HELD_PRUNE_SLACK = 256
 STANDBY_POLL = 1.0
 RELEASE_TASK = "informers release"
 # loop passes failing one after another before /healthz fails (each pass is retried after 1 s)
@@ -179,6 +181,8 @@ class KubeWorld:
         self._writes: set[asyncio.Task[None]] = set()
         # the latest eviction task per victim: its condition and its deletion are carried out in order
         self._victim_chain: dict[str, asyncio.Task[None]] = {}
+        # a standby's outbox is pruned again once it is this long (see _hold_effects)
+        self._held_pruned_at = HELD_PRUNE_SLACK
 
     # ------------------------------------------------------------------ lifecycle
     @property
@@ -343,6 +347,7 @@ class KubeWorld:
             self.scheduler.on_pod_update(pod)
         else:
             self.status_writes.forget(pod.key)
+            self.events.forget_object(pod.uid)
             self.scheduler.on_pod_delete(pod)
         self._wake.set()
 
@@ -350,7 +355,9 @@ class KubeWorld:
         for watcher in self.node_watchers:
             watcher(action, obj, old)
         if action == DELETE:
-            self.scheduler.on_node_delete(meta_field(obj, "name"))
+            name = meta_field(obj, "name")
+            self.integrity.node_gone(name)
+            self.scheduler.on_node_delete(name)
         elif action == ADD:
             node = Node.from_dict(obj)
             self.integrity.node_seen(node, obj)
@@ -428,9 +435,32 @@ class KubeWorld:
             await asyncio.wait_for(self._wake.wait(), timeout)
 
     def _hold_effects(self) -> None:
+        """A standby keeps what its events decided for when it leads, but only for pods it still
+        knows (as the same object), and of a pod's verdicts and nominations only the latest: the
+        writer writes a pod's verdict as it stands when it writes, so an older one says nothing more.
+        Held as they came, a standby's outbox would keep a view of every gang member it ever saw
+        gated, long after the pod went. Pruned once the outbox has doubled since it was last pruned,
+        so each effect costs O(1) however often the standby wakes."""
         outbox = self.scheduler.outbox
-        if len(outbox) > MAX_HELD_EFFECTS:
-            del outbox[: len(outbox) - MAX_HELD_EFFECTS]
+        if len(outbox) < self._held_pruned_at:
+            return
+        pods = self.scheduler.pods
+        kept: list[Effect] = []
+        seen: set[tuple[type, str]] = set()
+        for effect in reversed(outbox):
+            pod = effect.victim if isinstance(effect, Evict) else effect.pod
+            known = pods.get(pod.key)
+            if known is None or known.uid != pod.uid:
+                continue
+            if isinstance(effect, PodUnschedulable | Nominate):
+                slot = (type(effect), pod.key)
+                if slot in seen:
+                    continue
+                seen.add(slot)
+            kept.append(effect)
+        kept.reverse()
+        outbox[:] = kept[-MAX_HELD_EFFECTS:]
+        self._held_pruned_at = 2 * len(outbox) + HELD_PRUNE_SLACK
 
     # ------------------------------------------------------------------ decisions out
     def _apply(self, effects: list[Effect]) -> None:

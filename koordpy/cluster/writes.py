@@ -53,6 +53,9 @@ STATUS_WORKERS = 8
 # written stands before a newer one replaces it
 GATE_SETTLE_SECONDS = 2.0
 GATE_REFRESH_SECONDS = 300.0
+# the queue of later marks is rebuilt without the entries of forgotten pods once it holds more than
+# twice the marks, plus this many
+LATER_SLACK = 64
 
 # koordpy's reason for a pending pod -> the PodScheduled reason written: kube-scheduler's own
 # (core/v1 PodReasonUnschedulable, PodReasonSchedulingGated, PodReasonSchedulerError) are kept, and
@@ -185,8 +188,22 @@ class PodStatusWriter:
         self._wakeup.set()
 
     def forget(self, key: str) -> None:
-        """The pod was bound or deleted: nothing more will be written for it."""
+        """The pod was bound or deleted: nothing more will be written for it. Its mark goes now,
+        not when it falls due (a parked refresh is due minutes later); the entry it left in the
+        queue of later marks is passed over, and that queue is rebuilt once such entries make up
+        most of it."""
         self._settled_at.pop(key, None)
+        if self._marks.pop(key, None) is not None:
+            self._parked.discard(key)
+            if len(self._later) > 2 * len(self._marks) + LATER_SLACK:
+                self._later = [(due, k) for due, k in self._later if self._live(k, due)]
+                heapq.heapify(self._later)
+            if not self._busy():
+                self._idle.set()
+
+    def _live(self, key: str, due: float) -> bool:
+        mark = self._marks.get(key)
+        return mark is not None and mark.due == due
 
     async def wait_written(self, key: str) -> None:
         """Until a write of this pod that is on the wire now has ended."""

@@ -116,6 +116,14 @@ def object_key(obj: Mapping[str, Any]) -> str:
     return f"{ns}/{meta.get('name')}" if ns else str(meta.get("name"))
 
 
+def _drop_managed_fields(obj: dict[str, Any]) -> None:
+    """Nobody here reads them, and they are often the largest part of an object: the store holds
+    every pod of the cluster (kube-scheduler's informers drop them the same way)."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+
+
 def meta_field(obj: Mapping[str, Any], name: str) -> str:
     return str((obj.get("metadata") or {}).get(name) or "")
 
@@ -286,6 +294,10 @@ class Informer:
                 # list items come without their type; handlers and views expect it
                 item.setdefault("apiVersion", self.resource.api_version)
                 item.setdefault("kind", self.resource.kind)
+                # dropped as each page arrives, not when the list is delivered: a list after a 410
+                # holds every object twice until then (the store's and the list's), and the peak
+                # stays in the process's footprint
+                _drop_managed_fields(item)
                 items[object_key(item)] = item
             meta = page.get("metadata") or {}
             cont = str(meta.get("continue") or "")
@@ -337,11 +349,7 @@ class Informer:
         return CLOSED
 
     def _deliver(self, kind: str, obj: dict[str, Any]) -> None:
-        meta = obj.get("metadata")
-        if isinstance(meta, dict):
-            # nobody here reads them, and they are often the largest part of an object: the store
-            # holds every pod of the cluster (kube-scheduler's informers drop them the same way)
-            meta.pop("managedFields", None)
+        _drop_managed_fields(obj)
         key = object_key(obj)
         old = self.store.get(key)
         events: list[tuple[str, dict[str, Any], dict[str, Any] | None]] = []

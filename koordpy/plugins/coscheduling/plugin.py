@@ -257,12 +257,20 @@ class Coscheduling(
         # the last group's MustGather domain, with what it was computed from (see _gather_domain)
         self._domain_memo: tuple[tuple[object, ...], GatherDomain | str | None] | None = None
         self.min_resources = MinResourcesCheck(handle.clock, float(self.cargs.permit_waiting_time_seconds))
+        registry.on_gang_gone(self._gang_gone)
         self.selectors = shared_selector_index(handle)
         # the topology tree as columns over the snapshot rows, with the tree they were taken from
         self._tree_columns: tuple[TopologyTree, int, TreeColumns] | None = None
         # what would place the group whose plan found no domain this pass ("" when nothing can be
         # said; None when no plan failed, and the pass's failures are explained in batch_end)
         self._explanation: str | None = None
+
+    def _gang_gone(self, gang_id: str, group_id: str | None) -> None:
+        """What this plugin keeps by gang or gang group goes with them."""
+        self.min_resources.forget(gang_id)
+        if group_id is not None:
+            self._binding_members.pop(group_id, None)
+            self._fallback_told.pop(group_id, None)
 
     def events_to_register(self) -> Sequence[ClusterEvent]:
         return (

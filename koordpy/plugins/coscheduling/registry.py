@@ -18,7 +18,7 @@ scenario, an informer's first list) is told exactly."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +43,9 @@ from koordpy.status.gang_annotations import Fallback, MinAvailableError, index_f
 # the one registry of a scheduler, shared by its profiles' Coscheduling plugins and read by reports
 GANG_REGISTRY: SharedKey[GangRegistry] = SharedKey("coscheduling.registry")
 
+
+# told that a gang was forgotten: (its id, its group's id when no gang of that group is left, else None)
+GangGone = Callable[[str, "str | None"], None]
 
 # the gangs of a group short of members, as (gang id, minMember), with how many members they have
 Shortfall = tuple[tuple[tuple[str, int], ...], int]
@@ -90,6 +93,13 @@ class GangRegistry:
         # each gang's verdict, computed once for all its members while (version, time) holds
         self._verdicts: dict[str, Verdict | None] = {}
         self._verdicts_at: tuple[int, float] = (-1, 0.0)
+        # what keeps state by gang or gang group (the plugins of each profile) lets go of it here
+        self._gone_listeners: list[GangGone] = []
+
+    def on_gang_gone(self, listener: GangGone) -> None:
+        """`listener(gang_id, group_id or None)` once a gang is forgotten: the group's id when it was
+        the last gang of its group, so that state kept by gang or group goes with them."""
+        self._gone_listeners.append(listener)
 
     # ----------------------------------------------------------------------------- touched gangs
     def touch(self, gang_id: str) -> None:
@@ -270,7 +280,9 @@ class GangRegistry:
         if key in self._scheduling_gated:
             self._scheduling_gated.discard(key)
             gang.gated -= 1
-        if gang.source == FROM_ANNOTATION and not gang.children:
+        # a gang goes with its last member, unless its PodGroup is still there (a PodGroup deleted
+        # before its members leaves the gang to them)
+        if not gang.children and (gang.source == FROM_ANNOTATION or gang.pod_group is None):
             self._drop(gang)
 
     def _drop(self, gang: Gang) -> None:
@@ -280,8 +292,13 @@ class GangRegistry:
         group_id, group = gang.group_id, gang.group
         self._set_spec(gang, None)
         del self.gangs[gang.id]
+        gone: str | None = None
         if not any(gid in self.gangs for gid in group):
             self.satisfied.discard(group_id)
+            self.messages.pop(group_id, None)
+            gone = group_id
+        for listener in self._gone_listeners:
+            listener(gang.id, gone)
 
     def on_podgroup(self, action: str, obj: Mapping[str, Any]) -> None:
         self.version += 1
