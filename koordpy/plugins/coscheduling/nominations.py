@@ -1,8 +1,8 @@
-"""What a gang group waits for before it is planned afresh: the room job-level preemption made for
-it (its members' nominations), and member gangs its `groups` annotation names that do not exist yet.
+"""The room job-level preemption made for a gang group, kept for it: its members' nominations,
+planned again before the group is planned afresh.
 
 Kept apart from preemption.py and plugin.py, which carry out preemption and run the extension
-points: these only read the group's state and answer.
+points: this only reads the group's state and answers.
 """
 
 from __future__ import annotations
@@ -19,8 +19,6 @@ from koordpy.framework.diagnosis import Diagnosis
 from koordpy.framework.handle import Handle
 from koordpy.plugins.coscheduling.networktopology import NetworkTopologySpec, Placement, plan_with_offers
 from koordpy.plugins.coscheduling.offers import Offers
-from koordpy.plugins.coscheduling.registry import GangRegistry
-from koordpy.status.gang_annotations import ANNOTATION_GROUPS
 from koordpy.status.topology import TopologyTree
 
 
@@ -68,33 +66,3 @@ def nominated_plan(
                 return None
             trial.add_pod(m, row)
     return nodes
-
-
-def missing_member_gangs(registry: GangRegistry, pod: Pod) -> str | None:
-    """Why the pod's gang group waits when all that keeps it back is member gangs its `groups`
-    names that do not exist yet; None when something else is wrong (or nothing is).
-
-    koord-scheduler's PreEnqueue basic check fails such a group (`memberGangs [...] doesn't
-    exists`) and schedules it once the gangs show up: the group waits (GangNotReady), where
-    InvalidSpec is kept for what koord-scheduler never schedules. The registry judges a missing
-    member gang invalid; Coscheduling asks this after it."""
-    gang = registry.gang(pod)
-    if gang is None or gang.error is not None or gang.spec is None:
-        return None
-    missing: list[str] = []
-    for gid, other in zip(gang.group, registry.group(gang), strict=True):
-        if other is None or (other.spec is None and other.error is None and not other.children):
-            missing.append(gid)
-        elif other.error is not None:
-            # an invalid member gang keeps the group from ever being scheduled: InvalidSpec
-            return None
-    if not missing:
-        return None
-    if len(missing) == 1:
-        named = f"member gang {missing[0]} does not exist yet"
-    else:
-        named = f"member gangs {', '.join(missing)} do not exist yet"
-    return (
-        f"gang group [{gang.group_id}] is not ready: {named} (annotation {ANNOTATION_GROUPS} of "
-        f"gang {gang.id}); the group waits for {'it' if len(missing) == 1 else 'them'}"
-    )

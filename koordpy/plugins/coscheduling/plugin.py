@@ -118,7 +118,7 @@ from koordpy.plugins.coscheduling.networktopology import (
     plan_with_offers,
     unknown_layer_message,
 )
-from koordpy.plugins.coscheduling.nominations import missing_member_gangs, nominated_plan
+from koordpy.plugins.coscheduling.nominations import nominated_plan
 from koordpy.plugins.coscheduling.offers import offer_slots
 from koordpy.plugins.coscheduling.preemption import JobPreemption
 from koordpy.plugins.coscheduling.registry import GANG_REGISTRY, GangRegistry
@@ -387,10 +387,6 @@ class Coscheduling(
             if message is None:
                 return self._waiting_for_gated(pod)
             return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (message,), NAME, REASON_INVALID_SPEC)
-        # a member gang that does not exist yet is waited for, as koord-scheduler waits for it
-        missing = missing_member_gangs(self.registry, pod) if verdict.invalid else None
-        if missing is not None:
-            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (missing,), NAME, REASON_GANG_NOT_READY)
         reason = REASON_INVALID_SPEC if verdict.invalid else REASON_GANG_NOT_READY
         return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (verdict.message,), NAME, reason)
 

@@ -375,17 +375,33 @@ class GangRegistry:
             return Verdict(f"gang {gang.id}: PodGroup {gang.id} ({gang.source}) not found", False)
         if self.once_satisfied(gang):
             return None
+        members = list(zip(gang.group, self.group(gang), strict=True))
+        for gid, other in members:
+            if other is not None and other.error is not None:
+                return Verdict(f"gang {gang.id}: member gang {gid} is invalid: {other.error}", True)
+        # koord-scheduler's PreEnqueue turns the group away while a member gang it names does not
+        # exist (`memberGangs [...] doesn't exists`) and schedules it once it does: the group waits
+        missing = [
+            gid
+            for gid, other in members
+            if other is None or (other.spec is None and other.error is None and not other.children)
+        ]
+        if missing:
+            named = (
+                f"member gang {missing[0]} does not exist yet"
+                if len(missing) == 1
+                else f"member gangs {', '.join(missing)} do not exist yet"
+            )
+            return Verdict(
+                f"gang group [{gang.group_id}] is not ready: {named} (annotation {ANNOTATION_GROUPS} of "
+                f"gang {gang.id}); the group waits for {'it' if len(missing) == 1 else 'them'}",
+                False,
+            )
         short: list[str] = []
         shortfall: list[tuple[str, int]] = []
         have = 0
-        for gid, other in zip(gang.group, self.group(gang), strict=True):
-            if other is None or (other.spec is None and other.error is None and not other.children):
-                return Verdict(
-                    f"gang {gang.id}: annotation {ANNOTATION_GROUPS} names gang {gid}, which does not exist",
-                    True,
-                )
-            if other.error is not None:
-                return Verdict(f"gang {gang.id}: member gang {gid} is invalid: {other.error}", True)
+        for gid, other in members:
+            assert other is not None  # every missing one was said above
             if other.spec is None:
                 return Verdict(f"gang {gang.id}: member gang {gid}: PodGroup not found", False)
             if len(other.children) < other.spec.min_member:
