@@ -26,12 +26,16 @@ def held_by_a_member(
     without members their quota holds; None otherwise (the pod's own quota is the caller's)."""
     if registry is None:
         return None
+    # a pod of no gang first: the usual case asks nothing of the book, which a bulk of new pods
+    # would otherwise bring up to date once per pod
+    gang = registry.gang(pod)
+    if gang is None:
+        return None
     book.ensure()
     if not book.held:
-        # no pod is held by a quota: the usual case costs nothing more
+        # no pod is held by a quota: nothing more to ask
         return None
-    gang = registry.gang(pod)
-    if gang is None or registry.once_satisfied(gang):
+    if registry.once_satisfied(gang):
         return None
     for other in registry.group(gang):
         if other is None or other.spec is None:
