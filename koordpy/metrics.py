@@ -34,7 +34,7 @@ from prometheus_client.utils import floatToGoString
 
 from koordpy.api.elasticquota import KOORDINATOR_GROUP
 from koordpy.plugins.elasticquota.book import QuotaBook
-from koordpy.queue.scheduling_queue import GATED
+from koordpy.queue.placement import GATED
 
 if TYPE_CHECKING:
     from koordpy.scheduler import Scheduler
