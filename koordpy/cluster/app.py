@@ -15,7 +15,7 @@ import logging
 import signal
 import socket
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -450,8 +450,7 @@ async def run(options: RunOptions) -> int:
         watch_idle_timeout=options.watch_idle_timeout,
     )
     stop = asyncio.Event()
-    fence = elector.is_leader if elector is not None else None
-    operators = EmbeddedOperators(options, world, stop.set, fence) if options.operators else None
+    operators = EmbeddedOperators(options, world, stop.set, api.fence) if options.operators else None
     if elector is not None:
         elector.on_started.append(world.wake)
         if operators is not None:
@@ -511,11 +510,13 @@ async def _unless_stopped(work: Coroutine[Any, Any, None], stop: asyncio.Event) 
 LOST_OPERATORS_TIMEOUT = 1.0
 
 
-def _say_cancelled(cancelled: dict[str, list[str]]) -> None:
-    """What leadership's loss cancelled: counts always, the objects at -v=2."""
+def _say_cancelled(cancelled: dict[str, list[str]], fenced: Mapping[str, int]) -> None:
+    """What leadership's loss cancelled, and the writes the fence refused before it was noticed:
+    counts always, the objects at -v=2."""
     klog.error(
         "Leadership lost: cancelled queued writes",
         **{lane.replace(" ", "_"): len(items) for lane, items in cancelled.items()},
+        refused_by_fence=sum(fenced.values()),
     )
     if v2 := klog.v(2):
         for lane, items in cancelled.items():
@@ -538,7 +539,7 @@ async def _serve(
     if not stopped.done():
         # the election ended: another instance may be the leader already, so not one more write
         # from here (kube-scheduler exits the same way); the fence already refuses every write
-        _say_cancelled(world.abandon())
+        _say_cancelled(world.abandon(), world.api.fenced)
         if operators is not None:
             await operators.stop(LOST_OPERATORS_TIMEOUT)
         for waiter in waiters:

@@ -17,7 +17,6 @@ import math
 import random
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,9 +25,6 @@ from koordpy.kubeapi.client import TRANSPORT_ERRORS, ApiError, KubeApi, micro_ti
 from koordpy.metrics import SchedulerMetrics
 
 log = logging.getLogger(__name__)
-
-# renewal intervals kept in memory for a look at the latest; the histogram metric has them all
-RENEWAL_GAPS_KEPT = 64
 
 # client-go's JitterFactor for the acquire loop: standbys do not all knock at once
 JITTER = 1.2
@@ -297,8 +293,6 @@ class ElectionThread:
         self._thread: threading.Thread | None = None
         self._done: asyncio.Future[None] | None = None
         self._release_requested = threading.Event()
-        # the latest seconds between successive renewals (the metric keeps them all)
-        self.renewal_gaps: deque[float] = deque(maxlen=RENEWAL_GAPS_KEPT)
         if metrics is not None:
             metrics.set_leader(settings.name, False)
 
@@ -344,7 +338,6 @@ class ElectionThread:
             self._to_main(lambda: self._finish(outcome))
 
     def _renewed(self, gap: float) -> None:
-        self.renewal_gaps.append(gap)
         if self._metrics is not None:
             self._metrics.lease_renewed(self.settings.name, gap)
 

@@ -233,8 +233,7 @@ class PodStatusWriter:
             self._soon.append((due, key))
         while self._soon:
             due, key = self._soon.popleft()
-            mark = self._marks.get(key)
-            if mark is None or mark.due != due or key in self._writing:
+            if not self._live(key, due) or key in self._writing:
                 # replaced, or written meanwhile; a pod being written goes again when that ends
                 continue
             return key, None

@@ -9,6 +9,7 @@ import pytest
 
 from koordpy.cluster.leader import ElectionThread, LeaseSettings
 from koordpy.kubeapi.client import ApiError, KubeApi, NotLeader
+from koordpy.metrics import SchedulerMetrics
 from tests.support.fakeapi import FakeApiServer, Reply, until
 
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/ns/leases"
@@ -83,13 +84,21 @@ async def test_the_election_thread_leads_and_hands_the_lease_back(fake: FakeApiS
         clients.append(fake.client())
         return clients[-1]
 
-    election = ElectionThread(make_api, settings)
+    metrics = SchedulerMetrics()
+    election = ElectionThread(make_api, settings, metrics)
+
+    def renewals() -> float:
+        count = metrics.registry.get_sample_value(
+            "koordpy_leader_election_renewal_interval_seconds_count", {"name": "l"}
+        )
+        return count or 0.0
+
     started: list[bool] = []
     election.on_started.append(lambda: started.append(election.is_leader()))
     runner = asyncio.create_task(election.run())
     await asyncio.wait_for(election.acquired.wait(), 5.0)
     assert started == [True]
-    await until(lambda: len(election.renewal_gaps) >= 2, what="renewals")
+    await until(lambda: renewals() >= 2, what="renewals counted in the renewal-interval histogram")
     assert election.is_leader()
     runner.cancel()
     await election.release()
