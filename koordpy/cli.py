@@ -15,9 +15,11 @@ from koordpy.config.errors import ConfigError
 from koordpy.config.known_plugins import ALLOW_UNSUPPORTED_FLAG
 
 if TYPE_CHECKING:
+    from koordpy.cluster.flags import ClusterTarget
     from koordpy.cluster.snapshot import ConfigurationFound
     from koordpy.config.models import SchedulerConfiguration
     from koordpy.framework.profile import CheckedConfiguration
+    from koordpy.kubeapi.prefetch import FirstLists
 
 EXIT_FAILURE = 1
 EXIT_INVALID_INPUT = 2
@@ -281,18 +283,23 @@ def _config_yaml(document: Any) -> str:
 
 
 def _serve(args: argparse.Namespace, config: SchedulerConfiguration) -> int:
+    from koordpy.cluster.flags import cluster_target, run_options
+
     try:
+        # nothing is scheduled before every informer has listed: the lists are asked for now,
+        # from a thread of their own, while the rest of the scheduler is imported and built
+        early = _first_lists(cluster_target(args, config), all_pods=args.operators)
         import uvloop
 
         from koordpy.cluster.app import StartupError, run
-        from koordpy.cluster.flags import run_options
+
+        options = run_options(args, config)
     except Exception as err:
         return _internal_error(err)
     try:
-        options = run_options(args, config)
         # the cluster world is bound by the event loop's cost per request: uvloop's is a fraction
         # of asyncio's own
-        return int(uvloop.run(run(options)))
+        return int(uvloop.run(run(options, early)))
     except StartupError as err:
         print(f"koordpy: {err}", file=sys.stderr)
         return err.code
@@ -300,6 +307,21 @@ def _serve(args: argparse.Namespace, config: SchedulerConfiguration) -> int:
         return 0
     except Exception as err:
         return _internal_error(err)
+
+
+def _first_lists(target: ClusterTarget, *, all_pods: bool) -> FirstLists:
+    from koordpy.kubeapi.client import USER_AGENT
+    from koordpy.kubeapi.informer import PAGE_SIZE, watched
+    from koordpy.kubeapi.prefetch import FirstLists
+
+    return FirstLists(
+        watched(all_pods=all_pods),
+        kubeconfig=target.kubeconfig,
+        context=target.context,
+        master=target.master,
+        user_agent=USER_AGENT,
+        page_size=PAGE_SIZE,
+    ).start()
 
 
 def _one_line_errors(parser: argparse.ArgumentParser) -> None:

@@ -40,7 +40,8 @@ from koordpy.config.models import SchedulerConfiguration
 from koordpy.framework.clock import RealClock
 from koordpy.kubeapi.client import LEADER_ELECTION_USER_AGENT, TRANSPORT_ERRORS, ApiError, KubeApi
 from koordpy.kubeapi.credentials import CredentialsError, load_configuration
-from koordpy.kubeapi.informer import ALL_PODS, PODS, WATCH_IDLE_TIMEOUT, WATCHED, Backoff
+from koordpy.kubeapi.informer import WATCH_IDLE_TIMEOUT, Backoff, watched
+from koordpy.kubeapi.prefetch import FirstLists
 from koordpy.kubeapi.ratelimit import client_rate_limiter
 from koordpy.metrics import SchedulerMetrics
 from koordpy.scheduler import Scheduler
@@ -420,8 +421,9 @@ class Serving:
             await client.close()
 
 
-async def run(options: RunOptions) -> int:
-    """`koordpy run`: schedule until SIGTERM (exit 0) or until the lease is lost (exit 1)."""
+async def run(options: RunOptions, early: FirstLists | None = None) -> int:
+    """`koordpy run`: schedule until SIGTERM (exit 0) or until the lease is lost (exit 1);
+    `early`: the informers' first lists, already asked for."""
     from koordpy.plugins import registry
 
     metrics = SchedulerMetrics(process=True)
@@ -437,9 +439,7 @@ async def run(options: RunOptions) -> int:
     if elector is not None:
         # every write is asked, immediately before it is sent, whether this instance still leads
         api.fence = elector.is_leader
-    # the embedded operators count finished members too, so the pods are watched whole; the
-    # scheduler still hears of a finished pod as a deletion
-    resources = tuple(ALL_PODS if r is PODS and options.operators else r for r in WATCHED)
+    resources = watched(all_pods=options.operators)
     world = KubeWorld(
         api,
         scheduler,
@@ -449,6 +449,10 @@ async def run(options: RunOptions) -> int:
         resources=resources,
         watch_idle_timeout=options.watch_idle_timeout,
     )
+    if early is not None:
+        early.report_requests(api.observe_request)
+        for resource, informer in world.informers.items():
+            informer.prefetched = early.take(resource, informer.page_size)
     stop = asyncio.Event()
     operators = EmbeddedOperators(options, world, stop.set, api.fence) if options.operators else None
     if elector is not None:

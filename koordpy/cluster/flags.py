@@ -528,17 +528,32 @@ def _seconds(flag_value: str | None, default: float) -> float:
     return default if flag_value is None else parse_duration(flag_value)
 
 
+@dataclass(frozen=True, slots=True)
+class ClusterTarget:
+    """Which API server, with which credentials: all the informers' first lists need, known before
+    the rest of `koordpy run` is imported."""
+
+    kubeconfig: str | None
+    context: str | None
+    master: str | None
+
+
+def cluster_target(args: argparse.Namespace, config: SchedulerConfiguration) -> ClusterTarget:
+    return ClusterTarget(config.clientConnection.kubeconfig or None, args.context, args.master or None)
+
+
 def run_options(args: argparse.Namespace, config: SchedulerConfiguration) -> RunOptions:
     from koordpy.cluster.app import RunOptions, default_identity
 
     election = config.leaderElection
     client = config.clientConnection
+    target = cluster_target(args, config)
     secure_port = _first(args, "secure_port", "metrics_port", int)
     return RunOptions(
         config=config,
-        kubeconfig=client.kubeconfig or None,
-        master=args.master or None,
-        context=args.context,
+        kubeconfig=target.kubeconfig,
+        master=target.master,
+        context=target.context,
         qps=client.qps,
         burst=client.burst,
         leader_elect=election.leaderElect,

@@ -14,6 +14,7 @@ are then made on a complete view, never on the half of the cluster that happened
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import random
 import time
@@ -93,6 +94,12 @@ WATCHED = (
     PODS,
 )
 
+
+def watched(all_pods: bool) -> tuple[Resource, ...]:
+    """What `koordpy run` watches; with `all_pods`, finished pods too (the embedded operators
+    count finished members; the scheduler still hears of a finished pod as a deletion)."""
+    return tuple(ALL_PODS if r is PODS and all_pods else r for r in WATCHED)
+
 ADD, UPDATE, DELETE = "Add", "Update", "Delete"
 
 # why a watch was started again (the `reason` of koordpy_watch_restarts_total): the resourceVersion
@@ -107,8 +114,24 @@ WATCH_IDLE_TIMEOUT = 90.0
 WATCH_SECONDS = (300, 600)
 
 # (action, object, previous object or None)
+# client-go's reflector pages its lists by 500
+PAGE_SIZE = 500
 EventHandler = Callable[[str, dict[str, Any], "dict[str, Any] | None"], None]
 
+
+def list_query(resource: Resource, page_size: int, *, from_cache: bool, cont: str) -> list[tuple[str, str]]:
+    """One page of a list. The first list may come from the apiserver's watch cache
+    (resourceVersion 0), as client-go's reflector asks for it: no quorum read of every object from
+    etcd at start-up, and the watch that follows catches up from there; a list after a 410 reads
+    fresh."""
+    query = [("limit", str(page_size))]
+    if from_cache and not cont:
+        query.append(("resourceVersion", "0"))
+    if resource.field_selector:
+        query.append(("fieldSelector", resource.field_selector))
+    if cont:
+        query.append(("continue", cont))
+    return query
 
 def object_key(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata") or {}
@@ -157,7 +180,7 @@ class Informer:
         handler: EventHandler,
         metrics: InformerObserver | None = None,
         *,
-        page_size: int = 500,
+        page_size: int = PAGE_SIZE,
         missing_retry: float = 30.0,
         hold: bool = False,
         watch_idle_timeout: float = WATCH_IDLE_TIMEOUT,
@@ -184,6 +207,8 @@ class Informer:
         self._backoff = Backoff()
         # events kept back until release(), in the order they happened
         self._held: list[tuple[str, dict[str, Any], dict[str, Any] | None]] | None = [] if hold else None
+        # the first page, asked for before the informer ran (koordpy.kubeapi.prefetch)
+        self.prefetched: concurrent.futures.Future[dict[str, Any]] | None = None
 
     def release(self) -> None:
         """Deliver what was held back, then everything as it comes."""
@@ -276,19 +301,12 @@ class Informer:
     async def _list(self) -> str:
         items: dict[str, dict[str, Any]] = {}
         cont = ""
-        # the first list may come from the apiserver's watch cache (resourceVersion 0), as
-        # client-go's reflector asks for it: no quorum read of every object from etcd at start-up,
-        # and the watch that follows catches up from there; a list after a 410 reads fresh
         from_cache = not self.synced.is_set()
         while True:
-            query = [("limit", str(self.page_size))]
-            if from_cache and not cont:
-                query.append(("resourceVersion", "0"))
-            if self.resource.field_selector:
-                query.append(("fieldSelector", self.resource.field_selector))
-            if cont:
-                query.append(("continue", cont))
-            page = await self.api.request("GET", self.resource.path, query=query, timeout=120.0)
+            page = await self._first_page() if from_cache and not cont else None
+            if page is None:
+                query = list_query(self.resource, self.page_size, from_cache=from_cache, cont=cont)
+                page = await self.api.request("GET", self.resource.path, query=query, timeout=120.0)
             self._heard()
             for item in page.get("items") or ():
                 # list items come without their type; handlers and views expect it
@@ -304,6 +322,20 @@ class Informer:
             if not cont:
                 self._replace(items)
                 return str(meta.get("resourceVersion") or "")
+
+    async def _first_page(self) -> dict[str, Any] | None:
+        """The first page asked for before the informer ran (koordpy.kubeapi.prefetch), once;
+        None when there is none or it failed (the informer then asks itself)."""
+        future, self.prefetched = self.prefetched, None
+        if future is None:
+            return None
+        try:
+            return await asyncio.wrap_future(future)
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:
+            log.debug("first list of %s asked early failed (%s); asking again", self.resource.label, err)
+            return None
 
     def _replace(self, items: dict[str, dict[str, Any]]) -> None:
         """Reconcile the store with a fresh list, as events."""
