@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import signal
 import socket
@@ -70,6 +71,9 @@ class StartupError(Exception):
         super().__init__(message)
         self.code = code
 
+
+# seconds the garbage collector's start-up pause lasts at most, synced or not
+START_UP_PAUSE_LIMIT = 60.0
 
 # the first answer of the API server may be slow (one starting, or throttled): each try waits longer
 VERSION_TIMEOUT_FIRST, VERSION_TIMEOUT_MAX = 5.0, 60.0
@@ -421,6 +425,16 @@ class Serving:
             await client.close()
 
 
+def end_start_up_pause() -> None:
+    """The cyclic garbage collector is paused while `koordpy run` starts (koordpy.cli): once the
+    scheduler has synced, what start-up built (modules, the cluster's objects) is set aside from
+    its walks for good (gc.freeze: those objects are still freed when nothing refers to them) and
+    it runs again as usual."""
+    if not gc.isenabled():
+        gc.freeze()
+        gc.enable()
+
+
 async def run(options: RunOptions, early: FirstLists | None = None) -> int:
     """`koordpy run`: schedule until SIGTERM (exit 0) or until the lease is lost (exit 1);
     `early`: the informers' first lists, already asked for."""
@@ -449,6 +463,7 @@ async def run(options: RunOptions, early: FirstLists | None = None) -> int:
         resources=resources,
         watch_idle_timeout=options.watch_idle_timeout,
     )
+    world.on_synced.append(end_start_up_pause)
     if early is not None:
         early.report_requests(api.observe_request)
         for resource, informer in world.informers.items():
@@ -466,6 +481,8 @@ async def run(options: RunOptions, early: FirstLists | None = None) -> int:
     endpoints = Endpoints(metrics, healthz=healthz, readyz=readyz, configz=lambda: configz)
     serving = Serving()
     loop = asyncio.get_running_loop()
+    # an API server that never lets the informers sync does not keep the collector paused for good
+    loop.call_later(START_UP_PAUSE_LIMIT, end_start_up_pause)
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     try:
