@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the binaries of the end-to-end test control plane (kube-apiserver,
-# etcd, kwok), and helm for the chart tests, from Go modules into a cache
-# directory outside the repository:
+# kube-controller-manager, etcd, kwok), and helm for the chart tests, from Go
+# modules into a cache directory outside the repository:
 #
 #     ${KOORDPY_CACHE_DIR:-$HOME/.cache/koordpy}/bin
 #
@@ -36,9 +36,11 @@ BIN_DIR="$CACHE_DIR/bin"
 JOBS="${KOORDPY_BUILD_JOBS:-2}"
 
 # Kubernetes components to build from ./kube (each must be imported by
-# kube/tools.go). kube-scheduler is added on request only (the benchmarks use
-# it), so the default build, which `make test` runs, does not pay for it.
-K8S_COMPONENTS=(kube-apiserver)
+# kube/tools.go). Built in one `go build`, so the packages the components
+# share are compiled once. kube-scheduler is added on request only (the
+# benchmarks use it), so the default build, which `make test` runs, does not
+# pay for it.
+K8S_COMPONENTS=(kube-apiserver kube-controller-manager)
 WITH_KUBE_SCHEDULER="${KOORDPY_BUILD_KUBE_SCHEDULER:-0}"
 
 KWOK_VERSION="v0.7.0"
@@ -157,7 +159,7 @@ log "Go: $GO_VERSION; cache: $BIN_DIR; -p $JOBS"
 TOTAL_START=$SECONDS
 built=0
 
-# --- Kubernetes (kube-apiserver, and optionally more) -----------------------
+# --- Kubernetes (kube-apiserver, kube-controller-manager, optionally more) ---
 kube_todo=()
 for c in "${K8S_COMPONENTS[@]}"; do
     if up_to_date "$c" "$KUBE_STAMP"; then

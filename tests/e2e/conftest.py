@@ -1,9 +1,9 @@
 """Fixtures for end-to-end tests against a real control plane.
 
-``control_plane`` (session): etcd + kube-apiserver v1.33 + KWOK on loopback,
-with the CRDs from ``crds/*.yaml`` installed. Missing binaries are built with
-``hack/controlplane/build.sh`` (needs Go); without Go the tests are skipped,
-or fail when ``CI=true``.
+``control_plane`` (session): etcd + kube-apiserver v1.37 + kube-controller-manager +
+KWOK on loopback, with the CRDs from ``crds/*.yaml`` installed. Missing binaries
+are built with ``hack/controlplane/build.sh`` (needs Go); without Go the tests
+are skipped, or fail when ``CI=true``.
 
 ``kube_api`` (function): a kubernetes_asyncio ``ApiClient`` for the admin user,
 built from its own ``Configuration()``.
@@ -71,7 +71,7 @@ def _ensure_binaries(request: pytest.FixtureRequest) -> None:
         reason = (
             f"!!! E2E CONTROL PLANE UNAVAILABLE: binaries missing from {bin_dir()} "
             f"({', '.join(missing)}) and no 'go' on PATH to build them with {BUILD_SCRIPT}. "
-            "Install Go >= 1.24 (with access to a Go module proxy) and re-run."
+            "Install Go >= 1.26 (with access to a Go module proxy) and re-run."
         )
         shout(request.config, reason)
         if in_ci():
@@ -80,7 +80,7 @@ def _ensure_binaries(request: pytest.FixtureRequest) -> None:
     capture = request.config.pluginmanager.getplugin("capturemanager")
     shout(
         request.config,
-        f"Building the e2e control plane with {BUILD_SCRIPT} (a cold build takes 10-25 minutes) ...",
+        f"Building the e2e control plane with {BUILD_SCRIPT} (a cold build takes about 10 minutes) ...",
     )
     try:
         if capture is not None:
@@ -136,7 +136,9 @@ async def namespace(request: pytest.FixtureRequest, core: client.CoreV1Api) -> A
     name = f"e2e-{prefix}-{uuid.uuid4().hex[:8]}"
     await core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
     yield name
-    # without kube-controller-manager a deleted namespace stays Terminating: remove its pods at
-    # once and leave the namespace behind
+    # remove its pods at once (a graceful deletion of a pod on a KWOK node waits for KWOK), then the
+    # namespace, which the namespace controller empties of everything else in the background
     with contextlib.suppress(ApiException):
         await core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
+    with contextlib.suppress(ApiException):
+        await core.delete_namespace(name)

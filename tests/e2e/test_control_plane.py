@@ -73,8 +73,8 @@ async def ready_node(kube_api: client.ApiClient) -> AsyncIterator[str]:
 
 async def test_apiserver_version(kube_api: client.ApiClient, control_plane: ControlPlane) -> None:
     info = await client.VersionApi(kube_api).get_code()
-    assert info.git_version.startswith("v1.33."), info
-    assert (info.major, info.minor) == ("1", "33")
+    assert info.git_version.startswith("v1.37."), info
+    assert (info.major, info.minor) == ("1", "37")
     assert control_plane.server.startswith("https://127.0.0.1:")
 
 

@@ -12,6 +12,11 @@ first group, in discovery order, that serves it (its priority REST mapper). The 
 discovery (aggregated, as kubectl 1.33 reads it, and the older per-group lists) and resolve names by
 that rule; where a kubectl binary is at hand they ask it too.
 
+A cluster that serves the Workload API (Kubernetes v1.37's `scheduling.k8s.io/v1beta1`, with the
+GenericWorkload gate; the test control plane does) has a third `podgroups`, built in. kube-apiserver
+lists its own groups before any custom resource's, so there a bare `podgroups` means the built-in
+one; the custom resources' order among themselves is the same.
+
 Koordinator's scheduling.sigs.k8s.io CRD serves no status subresource (its status is a field of the
 object, and `/status` answers 404); on a control plane of its own with a CRD of that shape, the
 PodGroup operator still writes the status.
@@ -45,6 +50,8 @@ from tests.support.polling import eventually
 
 SIGS = "scheduling.sigs.k8s.io"
 X_K8S = "scheduling.x-k8s.io"
+# the Workload API's PodGroup (built in), where it is served
+BUILT_IN = "scheduling.k8s.io"
 VERSION = "v1alpha1"
 
 # CRD name -> the short names its reference project publishes
@@ -215,12 +222,17 @@ async def test_discovery_lists_the_reference_short_names(
 async def test_a_bare_podgroups_means_the_group_that_sorts_first(kube_api: client.ApiClient) -> None:
     """Custom resource groups of equal priority are listed by name, so `scheduling.sigs.k8s.io`
     comes before `scheduling.x-k8s.io`: `kubectl get podgroups` lists Koordinator's PodGroups, and
-    scheduler-plugins' need their group named (`podgroups.scheduling.x-k8s.io`) or a short name."""
+    scheduler-plugins' need their group named (`podgroups.scheduling.x-k8s.io`) or a short name.
+    Where the Workload API is served, its built-in PodGroup comes before both, and is the one a bare
+    name means."""
     aggregated, legacy = await aggregated_discovery(kube_api), await legacy_discovery(kube_api)
     for served in (aggregated, legacy):
-        assert [r.group for r in served if r.plural == "podgroups"] == [SIGS, X_K8S]
-        assert resolve(served, "podgroups").group == SIGS
-        assert resolve(served, "podgroup").group == SIGS
+        groups = [r.group for r in served if r.plural == "podgroups"]
+        built_in = [BUILT_IN] if BUILT_IN in groups else []
+        assert groups == [*built_in, SIGS, X_K8S]
+        first = (built_in or [SIGS])[0]
+        assert resolve(served, "podgroups").group == first
+        assert resolve(served, "podgroup").group == first
     groups = list(dict.fromkeys(r.group for r in aggregated))
     assert groups == list(dict.fromkeys(r.group for r in legacy))
 
@@ -312,7 +324,7 @@ def koordinator_crd_control_plane(
                 version.pop("subresources", None)
                 version.pop("additionalPrinterColumns", None)
         (crds / path.name).write_text(yaml.safe_dump(crd))
-    plane = ControlPlane(kwok=False)
+    plane = ControlPlane(kwok=False, controllers=False)
     try:
         plane.start()
         plane.apply_crds(sorted(crds.glob("*.yaml")))

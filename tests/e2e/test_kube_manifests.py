@@ -88,11 +88,13 @@ def container_of(name: str) -> tuple[Container, list[dict[str, Any]]]:
     spec = workload["spec"]["template"]["spec"] if workload["kind"] == "Deployment" else workload["spec"]
     (container,) = spec["containers"]
     volumes = {v["name"]: v for v in spec.get("volumes", [])}
+    # a probe names its port by number or by the name of one of the container's ports (kubeadm's)
+    ports = {p["name"]: p["containerPort"] for p in container.get("ports", []) if "name" in p}
     probes = [
         Probe(
             kind,
             container[kind]["httpGet"]["path"],
-            int(container[kind]["httpGet"]["port"]),
+            int(ports.get(container[kind]["httpGet"]["port"], container[kind]["httpGet"]["port"])),
             container[kind]["httpGet"].get("scheme", "HTTP"),
             # a probe without a host goes to the pod's address; the process here is on loopback
             container[kind]["httpGet"].get("host", "127.0.0.1"),

@@ -1,8 +1,10 @@
 """A real, throw-away Kubernetes control plane for end-to-end tests.
 
-Runs etcd, kube-apiserver and KWOK as child processes bound to loopback only,
-with binaries built by ``hack/controlplane/build.sh`` into the cache directory
-``${KOORDPY_CACHE_DIR:-~/.cache/koordpy}/bin``.
+Runs etcd, kube-apiserver, kube-controller-manager and KWOK as child processes bound to loopback
+only, with binaries built by ``hack/controlplane/build.sh`` into the cache directory
+``${KOORDPY_CACHE_DIR:-~/.cache/koordpy}/bin`` (``tests/support/binaries.py``). The feature gates,
+API versions and controllers it turns on are in ``tests/support/controllers.py``; the PKI and
+kubeconfigs in ``pki.py``, the child processes in ``processes.py``.
 
 Launching needs nothing but the standard library, ``openssl`` (for the PKI) and
 PyYAML (only for :meth:`ControlPlane.apply_crds`)::
@@ -25,334 +27,58 @@ policy for a scheduler's writes and the reader); without it nothing is audited.
 from __future__ import annotations
 
 import atexit
-import base64
-import contextlib
 import json
 import os
 import shutil
-import signal
-import socket
 import ssl
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-BUILD_SCRIPT = REPO_ROOT / "hack" / "controlplane" / "build.sh"
+from tests.support.binaries import (
+    BINARIES,
+    BUILD_SCRIPT,
+    REPO_ROOT,
+    bin_dir,
+    binaries_up_to_date,
+    build_binaries,
+    cache_dir,
+    missing_binaries,
+)
+from tests.support.controllers import controller_manager_args, feature_gates_arg, runtime_config_arg
+from tests.support.kwokprobe import KWOK_NODE_ANNOTATION, KWOK_NODE_ANNOTATION_VALUE, kwok_probe
+from tests.support.pki import Pki, _openssl, generate_pki, write_kubeconfig
+from tests.support.processes import ControlPlaneError, _Process, _tail, free_port
+
+# what the test modules import from here, wherever it is defined
+__all__ = [
+    "BINARIES",
+    "BUILD_SCRIPT",
+    "CRD_DIR",
+    "KWOK_NODE_ANNOTATION",
+    "KWOK_NODE_ANNOTATION_VALUE",
+    "REPO_ROOT",
+    "ControlPlane",
+    "ControlPlaneError",
+    "Pki",
+    "_openssl",
+    "_tail",
+    "bin_dir",
+    "binaries_up_to_date",
+    "build_binaries",
+    "cache_dir",
+    "free_port",
+    "generate_pki",
+    "missing_binaries",
+    "write_kubeconfig",
+]
+
 CRD_DIR = REPO_ROOT / "crds"
-
-BINARIES = ("etcd", "kube-apiserver", "kwok")
-
-KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
-KWOK_NODE_ANNOTATION_VALUE = "fake"
-
-
-class ControlPlaneError(RuntimeError):
-    """The control plane could not be built, started or used."""
-
-
-# --------------------------------------------------------------------------
-# Binaries
-# --------------------------------------------------------------------------
-
-
-def cache_dir() -> Path:
-    env = os.environ.get("KOORDPY_CACHE_DIR")
-    return Path(env) if env else Path.home() / ".cache" / "koordpy"
-
-
-def bin_dir() -> Path:
-    return cache_dir() / "bin"
-
-
-def missing_binaries(directory: Path | None = None) -> list[str]:
-    """Names of the control-plane binaries that are not present (executable)."""
-    directory = directory or bin_dir()
-    return [name for name in BINARIES if not os.access(directory / name, os.X_OK)]
-
-
-def binaries_up_to_date() -> bool:
-    """True when build.sh --check reports every binary present and current."""
-    if missing_binaries():
-        return False
-    result = subprocess.run(
-        ["bash", str(BUILD_SCRIPT), "--check"], capture_output=True, text=True, check=False
-    )
-    return result.returncode == 0
-
-
-def build_binaries(*, stream: Any = None) -> None:
-    """Run hack/controlplane/build.sh (builds only what is missing or stale).
-
-    The output is copied to ``stream`` (default: stderr) as it arrives, so a
-    cold build (10-25 minutes) shows progress.
-    """
-    stream = stream or sys.stderr
-    proc = subprocess.Popen(
-        ["bash", str(BUILD_SCRIPT)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        bufsize=1,
-    )
-    assert proc.stdout is not None
-    tail: list[str] = []
-    for line in proc.stdout:
-        stream.write(line)
-        stream.flush()
-        tail = [*tail[-40:], line]
-    if proc.wait() != 0:
-        raise ControlPlaneError(f"{BUILD_SCRIPT} failed with exit code {proc.returncode}:\n{''.join(tail)}")
-
-
-# --------------------------------------------------------------------------
-# Small helpers
-# --------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    """A currently free TCP port on 127.0.0.1 (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _openssl(*args: str, cwd: Path) -> None:
-    result = subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, text=True, check=False)
-    if result.returncode != 0:
-        raise ControlPlaneError(f"openssl {' '.join(args)} failed:\n{result.stderr}")
-
-
-def _tail(path: Path, lines: int = 60) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return "(no log)"
-    return "\n".join(text.splitlines()[-lines:])
-
-
-def _pdeathsig_preexec() -> Any:
-    """A preexec_fn that makes Linux SIGTERM the child when this thread exits.
-
-    Keeps etcd/apiserver/KWOK from outliving a killed test run. Only used when
-    launching from the main thread: the signal fires when the *launching
-    thread* exits, which for a worker thread can be much too early. libc is
-    loaded here, in the parent, so the child only makes one system call.
-    """
-    if not sys.platform.startswith("linux") or threading.current_thread() is not threading.main_thread():
-        return None
-    try:
-        import ctypes
-
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    pr_set_pdeathsig = 1
-    sigterm = int(signal.SIGTERM)
-
-    def preexec() -> None:  # pragma: no cover - runs in the child
-        prctl(pr_set_pdeathsig, sigterm)
-
-    return preexec
-
-
-@dataclass
-class Pki:
-    """Paths of the generated certificates and keys."""
-
-    directory: Path
-    ca_crt: Path
-    ca_key: Path
-    apiserver_crt: Path
-    apiserver_key: Path
-    admin_crt: Path
-    admin_key: Path
-    kwok_crt: Path
-    kwok_key: Path
-    sa_key: Path
-    sa_pub: Path
-
-
-def generate_pki(directory: Path) -> Pki:
-    """A CA, a serving cert for 127.0.0.1/localhost, client certs, SA keys."""
-    directory.mkdir(parents=True, exist_ok=True)
-    d = directory
-    days = "3650"
-    _openssl(
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.crt",
-        "-days",
-        days,
-        "-subj",
-        "/CN=koordpy-test-ca",
-        "-addext",
-        "basicConstraints=critical,CA:TRUE",
-        "-addext",
-        "keyUsage=critical,keyCertSign,cRLSign,digitalSignature",
-        cwd=d,
-    )
-
-    def leaf(name: str, subject: str, extensions: str) -> None:
-        (d / f"{name}.ext").write_text(extensions)
-        _openssl(
-            "req",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            f"{name}.key",
-            "-out",
-            f"{name}.csr",
-            "-subj",
-            subject,
-            cwd=d,
-        )
-        _openssl(
-            "x509",
-            "-req",
-            "-in",
-            f"{name}.csr",
-            "-CA",
-            "ca.crt",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-out",
-            f"{name}.crt",
-            "-days",
-            days,
-            "-extfile",
-            f"{name}.ext",
-            cwd=d,
-        )
-
-    leaf(
-        "apiserver",
-        "/CN=kube-apiserver",
-        "basicConstraints=critical,CA:FALSE\n"
-        "keyUsage=critical,digitalSignature,keyEncipherment\n"
-        "extendedKeyUsage=serverAuth\n"
-        "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,"
-        "DNS:kubernetes.default.svc,IP:10.0.0.1\n",
-    )
-    client_ext = (
-        "basicConstraints=critical,CA:FALSE\n"
-        "keyUsage=critical,digitalSignature,keyEncipherment\n"
-        "extendedKeyUsage=clientAuth\n"
-    )
-    leaf("admin", "/O=system:masters/CN=koordpy-test-admin", client_ext)
-    leaf("kwok", "/O=system:masters/CN=kwok-controller", client_ext)
-    _openssl("genrsa", "-out", "sa.key", "2048", cwd=d)
-    _openssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=d)
-    for key in d.glob("*.key"):
-        key.chmod(0o600)
-    return Pki(
-        directory=d,
-        ca_crt=d / "ca.crt",
-        ca_key=d / "ca.key",
-        apiserver_crt=d / "apiserver.crt",
-        apiserver_key=d / "apiserver.key",
-        admin_crt=d / "admin.crt",
-        admin_key=d / "admin.key",
-        kwok_crt=d / "kwok.crt",
-        kwok_key=d / "kwok.key",
-        sa_key=d / "sa.key",
-        sa_pub=d / "sa.pub",
-    )
-
-
-def write_kubeconfig(path: Path, *, server: str, ca: Path, cert: Path, key: Path, user: str) -> None:
-    """A single-context kubeconfig with embedded CA and client certificate."""
-
-    def b64(p: Path) -> str:
-        return base64.b64encode(p.read_bytes()).decode()
-
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {"name": "koordpy-test", "cluster": {"server": server, "certificate-authority-data": b64(ca)}}
-        ],
-        "users": [
-            {"name": user, "user": {"client-certificate-data": b64(cert), "client-key-data": b64(key)}}
-        ],
-        "contexts": [{"name": "koordpy-test", "context": {"cluster": "koordpy-test", "user": user}}],
-        "current-context": "koordpy-test",
-        "preferences": {},
-    }
-    # JSON is valid YAML; every kubeconfig loader accepts it.
-    path.write_text(json.dumps(config, indent=2) + "\n")
-    path.chmod(0o600)
-
-
-# --------------------------------------------------------------------------
-# Processes
-# --------------------------------------------------------------------------
-
-
-@dataclass
-class _Process:
-    name: str
-    args: list[str]
-    log_path: Path
-    popen: subprocess.Popen[bytes] | None = None
-    _log_file: Any = field(default=None, repr=False)
-
-    def start(self, env: dict[str, str] | None = None) -> None:
-        self._log_file = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
-        self._log_file.write(f"\n=== starting: {' '.join(self.args)}\n".encode())
-        self._log_file.flush()
-        self.popen = subprocess.Popen(
-            self.args,
-            stdin=subprocess.DEVNULL,
-            stdout=self._log_file,
-            stderr=subprocess.STDOUT,
-            env=env,
-            preexec_fn=_pdeathsig_preexec(),
-        )
-
-    @property
-    def pid(self) -> int | None:
-        return self.popen.pid if self.popen else None
-
-    def running(self) -> bool:
-        return self.popen is not None and self.popen.poll() is None
-
-    def stop(self, timeout: float = 15.0) -> None:
-        proc = self.popen
-        if proc is not None and proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=timeout)
-        self.popen = None
-        if self._log_file is not None:
-            self._log_file.close()
-            self._log_file = None
-
-    def describe_failure(self) -> str:
-        code = self.popen.poll() if self.popen else None
-        state = "still running" if code is None else f"exited with code {code}"
-        return f"{self.name} ({state}); last lines of {self.log_path}:\n{_tail(self.log_path)}"
 
 
 # --------------------------------------------------------------------------
@@ -361,7 +87,9 @@ class _Process:
 
 
 class ControlPlane:
-    """etcd + kube-apiserver (+ KWOK) on loopback, in a temporary directory.
+    """etcd + kube-apiserver (+ kube-controller-manager, + KWOK) on loopback, in a temporary
+    directory. ``controllers=False`` leaves kube-controller-manager out (no controller acts on
+    anything: a namespace deleted stays Terminating, a Job makes no pods, a claim stays Pending).
 
     Attributes available after :meth:`start`:
 
@@ -378,7 +106,9 @@ class ControlPlane:
         binaries: Path | None = None,
         *,
         kwok: bool = True,
+        controllers: bool = True,
         apiserver_args: Sequence[str] = (),
+        controller_manager_args: Sequence[str] = (),
         kwok_args: Sequence[str] = (),
         start_timeout: float = 90.0,
         keep_workdir: bool | None = None,
@@ -387,6 +117,8 @@ class ControlPlane:
         self.bin_dir = Path(binaries) if binaries else bin_dir()
         self.audit_policy = dict(audit_policy) if audit_policy is not None else None
         self.with_kwok = kwok
+        self.with_controllers = controllers
+        self.extra_controller_manager_args = list(controller_manager_args)
         self.extra_apiserver_args = list(apiserver_args)
         self.extra_kwok_args = list(kwok_args)
         self.start_timeout = start_timeout
@@ -402,11 +134,13 @@ class ControlPlane:
         self.apiserver_port = 0
         self.kubeconfig: Path | None = None
         self.kwok_kubeconfig: Path | None = None
+        self.controller_manager_port = 0
         # the JSON audit log, when started with an audit policy
         self.audit_log: Path | None = None
         self._etcd: _Process | None = None
         self._apiserver: _Process | None = None
         self._kwok: _Process | None = None
+        self._controller_manager: _Process | None = None
         self._ssl: ssl.SSLContext | None = None
         self._atexit_registered = False
         # CRD name -> list URLs of its served versions (filled by apply_crds).
@@ -438,7 +172,7 @@ class ControlPlane:
         return self.pki.admin_key
 
     def log_paths(self) -> dict[str, Path]:
-        procs = (self._etcd, self._apiserver, self._kwok)
+        procs = (self._etcd, self._apiserver, self._controller_manager, self._kwok)
         return {p.name: p.log_path for p in procs if p is not None}
 
     def __enter__(self) -> ControlPlane:
@@ -450,9 +184,10 @@ class ControlPlane:
     # ---- lifecycle -----------------------------------------------------------
 
     def start(self) -> ControlPlane:
-        missing = missing_binaries(self.bin_dir)
-        if not self.with_kwok and missing == ["kwok"]:
-            missing = []
+        unused = {"kwok"} if not self.with_kwok else set()
+        if not self.with_controllers:
+            unused.add("kube-controller-manager")
+        missing = [name for name in missing_binaries(self.bin_dir) if name not in unused]
         if missing:
             raise ControlPlaneError(
                 f"missing control-plane binaries in {self.bin_dir}: {', '.join(missing)} (run {BUILD_SCRIPT})"
@@ -468,19 +203,26 @@ class ControlPlane:
             self._ssl = self._make_ssl_context()
             self._retry_on_port_clash(self._start_etcd)
             self._retry_on_port_clash(self._start_apiserver)
+            # kube-controller-manager starts while KWOK does, and is waited for after: its start-up
+            # (informers, discovery) overlaps KWOK's
+            if self.with_controllers:
+                self._launch_controller_manager()
             if self.with_kwok:
                 self._start_kwok()
+            if self._controller_manager is not None:
+                self._retry_on_port_clash(self._wait_controller_manager)
         except BaseException:
             self.stop()
             raise
         return self
 
     def stop(self) -> None:
-        """Stop KWOK, kube-apiserver and etcd (in that order), remove temp dirs."""
-        for proc in (self._kwok, self._apiserver, self._etcd):
+        """Stop KWOK, kube-controller-manager, kube-apiserver and etcd (in that order), remove temp
+        dirs."""
+        for proc in (self._kwok, self._controller_manager, self._apiserver, self._etcd):
             if proc is not None:
                 proc.stop()
-        self._kwok = self._apiserver = self._etcd = None
+        self._kwok = self._controller_manager = self._apiserver = self._etcd = None
         if self.etcd_data_dir is not None:
             shutil.rmtree(self.etcd_data_dir, ignore_errors=True)
             self.etcd_data_dir = None
@@ -602,6 +344,8 @@ class ControlPlane:
             # On SIGTERM: drain ordinary requests, then give long-running ones
             # (watches) 2s instead of the default 60s before exiting.
             "--shutdown-send-retry-after=true",
+            feature_gates_arg(),
+            runtime_config_arg(),
             *self._audit_args(),
             *self.extra_apiserver_args,
         ]
@@ -634,6 +378,59 @@ class ControlPlane:
             return status == 200 and body.strip() == b"ok"
 
         self._wait(proc, ready, "kube-apiserver /readyz")
+
+    # ---- kube-controller-manager ----------------------------------------------
+
+    def _launch_controller_manager(self) -> None:
+        """Start kube-controller-manager; :meth:`_wait_controller_manager` waits for it."""
+        assert self.workdir is not None and self.pki is not None
+        if self._controller_manager is not None:  # an earlier attempt
+            self._controller_manager.stop()
+        kubeconfig = self.workdir / "controller-manager.kubeconfig"
+        write_kubeconfig(
+            kubeconfig,
+            server=self.server,
+            ca=self.pki.ca_crt,
+            cert=self.pki.controller_manager_crt,
+            key=self.pki.controller_manager_key,
+            user="system:kube-controller-manager",
+        )
+        cert_dir = self.workdir / "controller-manager-certs"
+        cert_dir.mkdir(exist_ok=True)
+        self.controller_manager_port = free_port()
+        args = controller_manager_args(
+            self.bin_dir / "kube-controller-manager",
+            kubeconfig=kubeconfig,
+            cert_dir=cert_dir,
+            port=self.controller_manager_port,
+            extra=self.extra_controller_manager_args,
+        )
+        proc = _Process("kube-controller-manager", args, self.workdir / "kube-controller-manager.log")
+        self._controller_manager = proc
+        env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+        self._launch(proc, env)
+
+    def _wait_controller_manager(self) -> None:
+        """Wait for its /healthz (each started controller adds its check to it); on a port taken
+        meanwhile by another process, start it again on a new one."""
+        proc = self._controller_manager
+        assert proc is not None
+        # its serving certificate is self-signed, in its cert dir: nothing to verify it against
+        insecure = ssl.create_default_context()
+        insecure.check_hostname = False
+        insecure.verify_mode = ssl.CERT_NONE
+        url = f"https://127.0.0.1:{self.controller_manager_port}/healthz"
+
+        def healthy() -> bool:
+            with urllib.request.urlopen(url, context=insecure, timeout=3) as resp:
+                return bool(resp.status == 200)
+
+        try:
+            self._wait(proc, healthy, "kube-controller-manager /healthz")
+        except ControlPlaneError as exc:
+            if "address already in use" in str(exc):
+                self._launch_controller_manager()
+            raise
 
     # ---- KWOK ----------------------------------------------------------------
 
@@ -671,42 +468,7 @@ class ControlPlane:
         env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
         env["HOME"] = str(home)
         self._launch(proc, env)
-        self._wait(proc, self._kwok_probe(), "KWOK to mark a probe node Ready")
-
-    def _kwok_probe(self) -> Any:
-        """A check that creates a KWOK node, sees it Ready, then deletes it."""
-        name = f"kwok-probe-{os.getpid()}-{int(time.monotonic() * 1000) % 100000}"
-        node = {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {
-                "name": name,
-                "annotations": {KWOK_NODE_ANNOTATION: KWOK_NODE_ANNOTATION_VALUE},
-            },
-            "status": {"capacity": {"cpu": "1", "memory": "1Gi", "pods": "1"}},
-        }
-        created = False
-
-        def check() -> bool:
-            nonlocal created
-            if not created:
-                status, body = self.request("POST", "/api/v1/nodes", node)
-                if status not in (201, 409):
-                    raise ControlPlaneError(f"creating probe node: HTTP {status}: {body!r}")
-                created = True
-            status, body = self.request("GET", f"/api/v1/nodes/{name}")
-            if status != 200:
-                return False
-            conditions = json.loads(body).get("status", {}).get("conditions") or []
-            if not any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
-                return False
-            status, body = self.request("DELETE", f"/api/v1/nodes/{name}")
-            if status not in (200, 404):
-                raise ControlPlaneError(f"deleting probe node: HTTP {status}: {body!r}")
-            self.request("DELETE", f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{name}")
-            return True
-
-        return check
+        self._wait(proc, kwok_probe(self.request), "KWOK to mark a probe node Ready")
 
     # ---- plumbing --------------------------------------------------------------
 
