@@ -94,8 +94,10 @@ KUBE_SCHEDULER_METRICS_LEFT_OUT: Mapping[str, str] = {
     'write of its own (koordpy_api_writes_total{operation="preemption_delete"}), not one task per '
     "preemptor",
     "scheduler_preemption_goroutines_execution_total": "as scheduler_preemption_goroutines_duration_seconds",
-    "scheduler_volume_binder_cache_requests_total": "koordpy has no VolumeBinding plugin",
-    "scheduler_volume_scheduling_stage_error_total": "koordpy has no VolumeBinding plugin",
+    "scheduler_volume_binder_cache_requests_total": "VolumeBinding's assumed volumes and claims live in "
+    "the scheduler's storage catalog, which counts no lookups",
+    "scheduler_volume_scheduling_stage_error_total": "a failed volume binding is a failed binding "
+    '(scheduler_schedule_attempts_total{result="error"}), its writes counted in koordpy_api_writes_total',
     "rest_client_request_size_bytes": "not measured: requests are small JSON writes",
     "rest_client_response_size_bytes": "not measured: responses are read whole or streamed by watches",
     "rest_client_request_retries_total": "koordpy's client does not retry a request itself; "

@@ -25,6 +25,10 @@ SCARCE_RESOURCE_AVOIDANCE = "ScarceResourceAvoidance"
 UNSUPPORTED_FEATURES = "UnsupportedFeatures"
 ELASTIC_QUOTA = "ElasticQuota"
 CAPACITY_SCHEDULING = "CapacityScheduling"
+VOLUME_RESTRICTIONS = "VolumeRestrictions"
+VOLUME_ZONE = "VolumeZone"
+NODE_VOLUME_LIMITS = "NodeVolumeLimits"
+VOLUME_BINDING = "VolumeBinding"
 
 # ---------------------------------------------------------------------------- PodScheduled=False
 UNSCHEDULABLE = "Unschedulable"

@@ -24,6 +24,9 @@ from koordpy.api.affinity import (
 )
 from koordpy.api.errors import SpecError
 from koordpy.api.nodeselector import NodeSelector, PreferredSchedulingTerm
+from koordpy.api.podvolumes import InlineVolume as InlineVolume
+from koordpy.api.podvolumes import PodVolume as PodVolume
+from koordpy.api.podvolumes import name_ephemeral_claims, parse_pod_volumes
 from koordpy.api.resources import (
     CPU,
     DEFAULT_MEMORY_REQUEST,
@@ -107,6 +110,8 @@ class Pod:
     host_ports: tuple[HostPort, ...]
     images: tuple[str, ...]
     scheduling_gates: tuple[str, ...]
+    # the claims and in-tree disks scheduling looks at (koordpy.api.podvolumes); empty for most pods
+    volumes: tuple[PodVolume, ...]
     conditions: tuple[Mapping[str, Any], ...]
     termination_grace_seconds: int
     spec_error: SpecError | None
@@ -120,6 +125,11 @@ class Pod:
             or self.preferred_affinity
             or self.preferred_anti_affinity
         )
+
+    @property
+    def claim_names(self) -> tuple[str, ...]:
+        """The names of the claims the pod uses (named and generic ephemeral), in spec order."""
+        return tuple(v.claim_name for v in self.volumes if v.claim_name)
 
     @property
     def is_terminal(self) -> bool:
@@ -401,6 +411,7 @@ def _parse_spec(obj: Mapping[str, Any], namespace: str, labels: Mapping[str, str
         "preemption_policy": policy,
         "termination_grace_seconds": grace,
         "scheduling_gates": gates,
+        "volumes": parse_pod_volumes(spec.get("volumes"), "spec.volumes"),
     }
 
 
@@ -425,6 +436,7 @@ _INVALID_DEFAULTS: dict[str, Any] = {
     "preemption_policy": PREEMPT_LOWER_PRIORITY,
     "termination_grace_seconds": 30,
     "scheduling_gates": (),
+    "volumes": (),
 }
 
 
@@ -531,5 +543,7 @@ def parse_pod(obj: Mapping[str, Any], *, creation_ts: float | None = None, uid: 
         conditions=conditions,
         spec_error=error,
         raw=obj,
-        **{k: v for k, v in fields.items() if k != "priority_class_name"},
+        # a generic ephemeral volume's claim is named after the pod, which the cached parse is not
+        volumes=name_ephemeral_claims(fields["volumes"], name) if fields["volumes"] else (),
+        **{k: v for k, v in fields.items() if k not in ("priority_class_name", "volumes")},
     )

@@ -29,6 +29,7 @@ from koordpy.api.node import Node
 from koordpy.api.pod import HostPort, Pod
 from koordpy.api.resources import CPU, MAX_AMOUNT, MEMORY, PODS, is_extended_resource
 from koordpy.cache.trial import Trial
+from koordpy.cache.volume_index import VolumeIndex
 
 _INITIAL_CAPACITY = 64
 # node changes remembered for readers that follow them row by row (at least this many, and at
@@ -278,6 +279,8 @@ class Snapshot:
         # one, and a list item is the cheapest to update; a reader builds an array once
         self.preemptible_counts: dict[int, list[int]] = {}
         self.images: dict[str, dict[int, int]] = {}
+        # the claims and inline disks of the pods on each row (only pods with volumes are in it)
+        self.volumes = VolumeIndex()
         self._vec_cache: dict[tuple[tuple[str, int], ...], np.ndarray] = {}
         self._vec_cache_width = len(self.resource_names)
         self._vec_of_mapping: dict[int, tuple[Mapping[str, int], np.ndarray]] = {}
@@ -849,6 +852,8 @@ class Snapshot:
             if by_priority is None:
                 by_priority = self.preemptible_counts[pod.priority] = [0] * self.capacity
             by_priority[row] += delta
+        if pod.volumes:
+            self.volumes.update(pod, row, delta)
         for port in pod.host_ports:
             by_row = self.host_ports.setdefault((port.protocol, port.port), {})
             ips = by_row.setdefault(row, [])
@@ -937,6 +942,9 @@ class Snapshot:
             indexed = {triple: set(postings) for triple, postings in self._pods_by_label.items()}
             if indexed != {triple: set(postings) for triple, postings in self._index_by_label().items()}:
                 found.append("the pods by label differ from the pods on the nodes")
+        expected_volumes = VolumeIndex.of((row, self.info(row).pods.values()) for row in rows.tolist())
+        if expected_volumes.state() != self.volumes.state():
+            found.append("the volume index differs from the pods on the nodes")
         alloc_differs = self._cells_differ(
             self._allocatable_store, self.sparse_allocatable, rows, alloc_rows, alloc_cols, alloc_amounts
         )

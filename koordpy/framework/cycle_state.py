@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from koordpy.framework.effects import VolumeBindings
 
 
 class CycleState:
-    __slots__ = ("binding_annotations", "data", "skip_filter", "skip_score")
+    __slots__ = ("binding_annotations", "binding_volumes", "data", "skip_filter", "skip_score")
 
     def __init__(self) -> None:
         self.data: dict[str, Any] = {}
@@ -15,6 +18,9 @@ class CycleState:
         # annotations PreBind plugins want the binding to carry (Koordinator writes them onto the
         # pod in its PreBind; here they travel with the Binding, in the same API call)
         self.binding_annotations: list[tuple[str, str]] = []
+        # what VolumeBinding's PreBind leaves for the world to bind before the pod (kube's
+        # BindPodVolumes runs inside PreBind; here the world carries it out with the Binding)
+        self.binding_volumes: VolumeBindings | None = None
 
     def read(self, key: str) -> Any:
         return self.data.get(key)
@@ -32,4 +38,5 @@ class CycleState:
         out.skip_filter = set(self.skip_filter)
         out.skip_score = set(self.skip_score)
         out.binding_annotations = list(self.binding_annotations)
+        out.binding_volumes = self.binding_volumes
         return out

@@ -11,12 +11,49 @@ from koordpy.api.pod import Pod
 
 
 @dataclass(frozen=True, slots=True)
+class ClaimKey:
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class VolumeToClaim:
+    """A PersistentVolume VolumeBinding chose for a claim: the world sets the PV's claimRef."""
+
+    pv_name: str
+    claim: ClaimKey
+    claim_uid: str
+
+
+@dataclass(frozen=True, slots=True)
+class VolumeBindings:
+    """What VolumeBinding's PreBind leaves for the world to carry out before the pod's Binding, as
+    kube-scheduler's BindPodVolumes does: bind the chosen PVs to their claims (PV claimRef), ask for
+    the delayed claims to be provisioned on the node (the claim's `volume.kubernetes.io/selected-node`
+    annotation), then wait until every claim in `wait_for` is Bound to a PV before the pod is bound;
+    a failed write, a provisioning the PV controller gave up (the annotation removed) or a wait
+    longer than `timeout_seconds` fails the binding (then Unreserve forgets what was assumed; what
+    was written stays, as in kube)."""
+
+    static: tuple[VolumeToClaim, ...]
+    provision: tuple[ClaimKey, ...]
+    wait_for: tuple[ClaimKey, ...]
+    node_name: str
+    timeout_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
 class Bind:
     pod: Pod
     node_name: str
     profile: str
     # annotations PreBind plugins want on the pod before it is bound
     annotations: tuple[tuple[str, str], ...] = ()
+    # volumes VolumeBinding's PreBind left to bind first (None: the pod's claims are all bound)
+    volumes: VolumeBindings | None = None
 
 
 @dataclass(frozen=True, slots=True)

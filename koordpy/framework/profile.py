@@ -91,6 +91,8 @@ _PER_NODE_FILTERS = frozenset(
         names.NODE_AFFINITY,
         names.NODE_PORTS,
         names.NODE_RESOURCES_FIT,
+        names.VOLUME_ZONE,
+        names.NODE_VOLUME_LIMITS,
     }
 )
 

@@ -49,7 +49,13 @@ _FIT_STATE_KEY = "PreFilter" + names.NODE_RESOURCES_FIT
 
 # filters whose verdict on a node reads the node object only
 _BLIND_TO_PODS = frozenset(
-    {names.NODE_UNSCHEDULABLE, names.NODE_NAME, names.TAINT_TOLERATION, names.NODE_AFFINITY}
+    {
+        names.NODE_UNSCHEDULABLE,
+        names.NODE_NAME,
+        names.TAINT_TOLERATION,
+        names.NODE_AFFINITY,
+        names.VOLUME_ZONE,
+    }
 )
 
 

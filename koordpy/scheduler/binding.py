@@ -133,7 +133,9 @@ class BindingStage(SchedulerCore):
             self._attempt_ended(profile, st, self.clock.now() - started)
             return st.message
         self.bindings[pod.key] = Binding(info, profile, state, node_name, started)
-        self.outbox.append(Bind(pod, node_name, profile.name, tuple(state.binding_annotations)))
+        self.outbox.append(
+            Bind(pod, node_name, profile.name, tuple(state.binding_annotations), state.binding_volumes)
+        )
         return None
 
     def binding_done(self, key: str, error: str | None = None) -> None:

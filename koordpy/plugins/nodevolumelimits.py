@@ -1,0 +1,402 @@
+"""NodeVolumeLimits (kube-scheduler's CSILimits): a node takes a pod only while, for every CSI
+driver, the unique volumes its pods use plus the pod's new ones stay within the count the node's
+CSINode reports as allocatable for that driver.
+
+A volume is the CSI driver and volume handle it resolves to: a claim's bound PV (a CSI PV, or an
+in-tree one migrated to CSI, translated as csi-translation-lib does), an unbound claim's class
+provisioner (the volume to come, unique per claim), or an inline in-tree disk migrated to CSI.
+Migration counts only on nodes with a CSINode; in-tree volumes that are not migrated are not counted
+(kube-scheduler 1.37 has no in-tree limits any more). A node without a CSINode, or whose CSINode
+reports no limits, takes any number of volumes.
+
+Volumes pods on a node use come from the snapshot's volume index, so nominated pods and preemption
+dry runs (snapshot trials) are counted. Nodes with no pod using volumes need no walk: their count is
+the pod's own.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from koordpy.api import names
+from koordpy.api.pod import Pod
+from koordpy.api.podvolumes import MIGRATED_DRIVER
+from koordpy.api.storage import PersistentVolumeClaim
+from koordpy.config.args import PluginArgs
+from koordpy.framework.cycle_state import CycleState
+from koordpy.framework.handle import Handle
+from koordpy.framework.interfaces import (
+    POD_DELETE,
+    ClusterEvent,
+    ClusterEventWithHint,
+    FilterPlugin,
+    FilterResult,
+    Plugin,
+    PreFilterPlugin,
+    PreFilterResult,
+    QueueingHint,
+    QueueingHints,
+)
+from koordpy.framework.status import SKIP, Status, error, unresolvable, unschedulable
+from koordpy.plugins._volumes import claim_added_hint, claim_not_found, volume_shape
+from koordpy.plugins.storagecatalog import (
+    CSI_NODE,
+    PERSISTENT_VOLUME,
+    PERSISTENT_VOLUME_CLAIM,
+    STORAGE_CLASS,
+    StorageCatalog,
+)
+
+NAME = names.NODE_VOLUME_LIMITS
+
+ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED = "node(s) exceed max volume count"
+
+_STATE_KEY = "PreFilter" + NAME
+_EXCEEDED = unschedulable(ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED)
+# the in-tree plugins whose migration to CSI kube-scheduler 1.37 takes as on wherever the node has
+# a CSINode (isCSIMigrationOn)
+MIGRATED_PLUGINS = frozenset(MIGRATED_DRIVER)
+# the in-tree provisioners csi-translation-lib can translate (IsMigratableIntreePluginByName); those
+# whose migration is not on above count as no CSI driver at all
+MIGRATABLE_PROVISIONERS = MIGRATED_PLUGINS | {"kubernetes.io/azure-file", "kubernetes.io/vsphere-volume"}
+CSI_NODE_ADD = ClusterEvent(CSI_NODE, "Add")
+CSI_NODE_UPDATE = ClusterEvent(CSI_NODE, "Update")
+PVC_ADD = ClusterEvent(PERSISTENT_VOLUME_CLAIM, "Add")
+
+# (CSI driver, volume handle)
+Volume = tuple[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class _State:
+    """The pod's new volumes on a node with a CSINode: unique name -> driver, and which of them
+    are migrated in-tree volumes (not volumes at all on a node without one); or the status every
+    node gets (a claim that does not exist)."""
+
+    volumes: Mapping[str, str]
+    migrated: frozenset[str]
+    status: Status | None
+
+
+@dataclass(slots=True)
+class _NodeTables:
+    """Per row, what the CSINodes say: whether the node has one, each driver's allocatable count
+    (-1: no limit) and whether the driver is listed at all."""
+
+    has_csi_node: np.ndarray
+    limits: dict[str, np.ndarray]
+    installed: dict[str, np.ndarray]
+
+
+def missing_driver(driver: str) -> str:
+    """VolumeLimitScaling's reason for a node without a driver the pod's volumes need."""
+    return f"{driver} CSI driver is not installed on the node"
+
+
+def migrated_driver(plugin: str) -> str:
+    return MIGRATED_DRIVER.get(plugin, "") if plugin in MIGRATED_PLUGINS else ""
+
+
+class NodeVolumeLimits(Plugin, PreFilterPlugin, FilterPlugin, QueueingHints):
+    NAME = NAME
+
+    def __init__(self, handle: Handle, args: PluginArgs | None = None) -> None:
+        super().__init__(handle, args)
+        self.catalog = StorageCatalog.shared(handle)
+        # an unbound claim's volume is named after the claim under this prefix (kube: random),
+        # so that it cannot be taken for a real volume handle
+        self._unbound_prefix = secrets.token_hex(16)
+        # claim key -> its volume on a node with a CSINode, for one catalog generation
+        self._resolved: dict[str, Volume | None] = {}
+        self._resolved_generation = -1
+        # what the CSINodes say per row, for one CSINode and node generation
+        self._tables = _NodeTables(np.zeros(0, dtype=bool), {}, {})
+        self._tables_key: tuple[int, int, int] = (-1, -1, -1)
+
+    # ------------------------------------------------------------------------- events
+    def events_to_register(self) -> Sequence[ClusterEvent]:
+        return (CSI_NODE_ADD, CSI_NODE_UPDATE, POD_DELETE, PVC_ADD)
+
+    def queueing_hints(self) -> Sequence[ClusterEventWithHint]:
+        return (
+            # any new CSINode may report room (no hint, as kube)
+            ClusterEventWithHint(CSI_NODE_ADD),
+            ClusterEventWithHint(CSI_NODE_UPDATE, self.after_csi_node_update),
+            ClusterEventWithHint(POD_DELETE, self.after_pod_delete),
+            ClusterEventWithHint(PVC_ADD, self.after_claim_add),
+        )
+
+    def hint_shape(self, pod: Pod) -> Hashable:
+        return volume_shape(pod)
+
+    def after_csi_node_update(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        """kube's isSchedulableAfterCSINodeUpdated: a driver's allocatable count went up (or its
+        limit went away), or a driver was added (MutableCSINodeAllocatableCount, and the
+        VolumeLimitScaling presence check)."""
+        if old is None:
+            return QueueingHint.QUEUE
+        before, after = _limits_of(old), _limits_of(new)
+        for driver, count in after.items():
+            if driver not in before:
+                return QueueingHint.QUEUE
+            was = before[driver]
+            if was is not None and (count is None or count > was):
+                return QueueingHint.QUEUE
+        return QueueingHint.QUEUE_SKIP
+
+    def after_pod_delete(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        """kube's isSchedulableAfterPodDeleted: a placed pod that used a claim or a migratable
+        inline disk."""
+        if not isinstance(old, Pod) or not old.volumes or not (old.node_name or old.nominated_node_name):
+            return QueueingHint.QUEUE_SKIP
+        for v in old.volumes:
+            if v.claim_name or (v.inline is not None and v.inline.in_tree_plugin):
+                return QueueingHint.QUEUE
+        return QueueingHint.QUEUE_SKIP
+
+    def after_claim_add(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        return claim_added_hint(pod, new, ephemeral=True)
+
+    # ------------------------------------------------------------------------- PreFilter
+    def pre_filter(self, state: CycleState, pod: Pod) -> tuple[PreFilterResult | None, Status | None]:
+        if not pod.volumes or not any(
+            v.claim_name or (v.inline is not None and v.inline.in_tree_plugin) for v in pod.volumes
+        ):
+            return None, SKIP
+        catalog = self.catalog
+        self._fresh()
+        volumes: dict[str, str] = {}
+        migrated: set[str] = set()
+        for v in pod.volumes:
+            inline = v.inline
+            if inline is not None:
+                driver = migrated_driver(inline.in_tree_plugin)
+                if driver and inline.csi_handle:
+                    unique = f"{driver}/{inline.csi_handle}"
+                    volumes[unique] = driver
+                    migrated.add(unique)
+                continue
+            key = f"{pod.namespace}/{v.claim_name}"
+            bad = catalog.malformed(PERSISTENT_VOLUME_CLAIM, key)
+            if bad is not None:
+                return None, unresolvable(bad)
+            claim = catalog.claim(pod.namespace, v.claim_name)
+            if claim is None:
+                # kube finds this at Filter, for every node alike
+                missing = f"looking up PVC {key}: {claim_not_found(v.claim_name)}"
+                state.write(_STATE_KEY, _State({}, frozenset(), unresolvable(missing)))
+                return None, None
+            if v.ephemeral and claim.controller_uid != pod.uid:
+                # kube's ephemeral.VolumeIsForPod: an error that ends the attempt (kube finds it at
+                # Filter, where an error also ends it), not a verdict on nodes
+                return None, error(f"PVC {key} was not created for pod {pod.key} (pod is not owner)")
+            status = self._malformed_source(claim)
+            if status is not None:
+                return None, status
+            resolved = self._volume(claim)
+            if resolved is not None:
+                unique = f"{resolved[0]}/{resolved[1]}"
+                volumes[unique] = resolved[0]
+                if self._is_migrated(claim):
+                    migrated.add(unique)
+        state.write(_STATE_KEY, _State(volumes, frozenset(migrated), None))
+        return None, None
+
+    def _malformed_source(self, claim: PersistentVolumeClaim) -> Status | None:
+        """The claim's PV or class did not parse: the pod waits with that, never counted as if the
+        volume were absent."""
+        catalog = self.catalog
+        if claim.volume_name:
+            bad = catalog.malformed(PERSISTENT_VOLUME, claim.volume_name)
+            if bad is not None:
+                return unresolvable(bad)
+            if catalog.volume(claim.volume_name) is not None:
+                return None
+        if claim.storage_class:
+            bad = catalog.malformed(STORAGE_CLASS, claim.storage_class)
+            if bad is not None:
+                return unresolvable(bad)
+        return None
+
+    def _is_migrated(self, claim: PersistentVolumeClaim) -> bool:
+        """Whether the claim's volume is an in-tree one counted as its CSI driver's (only where
+        the node has a CSINode)."""
+        pv = self.catalog.volume(claim.volume_name) if claim.volume_name else None
+        if pv is not None:
+            return bool(pv.in_tree_plugin)
+        sc = self.catalog.claim_class(claim)
+        return sc is not None and sc.provisioner in MIGRATED_PLUGINS
+
+    def _fresh(self) -> None:
+        if self._resolved_generation != self.catalog.generation:
+            self._resolved.clear()
+            self._resolved_generation = self.catalog.generation
+
+    def _volume(self, claim: PersistentVolumeClaim) -> Volume | None:
+        """kube's getCSIDriverInfo on a node with a CSINode: the volume the claim counts as; None
+        when it counts as none."""
+        if claim.key in self._resolved:
+            return self._resolved[claim.key]
+        volume = self._resolve(claim)
+        self._resolved[claim.key] = volume
+        return volume
+
+    def _resolve(self, claim: PersistentVolumeClaim) -> Volume | None:
+        catalog = self.catalog
+        pv = catalog.volume(claim.volume_name) if claim.volume_name else None
+        if pv is not None:
+            if pv.in_tree_plugin:
+                driver = migrated_driver(pv.in_tree_plugin)
+                return (driver, pv.volume_handle) if driver and pv.volume_handle else None
+            return (pv.csi_driver, pv.volume_handle) if pv.csi_driver and pv.volume_handle else None
+        # unbound, or bound to a PV not (yet) known: the class's provisioner will make it
+        sc = catalog.claim_class(claim)
+        if sc is None:
+            return None  # no class: an immediate claim, bound before it gets here
+        provisioner = sc.provisioner
+        if provisioner in MIGRATABLE_PROVISIONERS:
+            provisioner = migrated_driver(provisioner)
+            if not provisioner:
+                return None
+        return provisioner, f"{self._unbound_prefix}-{claim.key}"
+
+    # ------------------------------------------------------------------------- Filter
+    def filter(self, state: CycleState, pod: Pod, rows: np.ndarray) -> FilterResult | None:
+        s = state.read(_STATE_KEY)
+        if not isinstance(s, _State):
+            return None
+        if s.status is not None:
+            return FilterResult(np.zeros(rows.size, dtype=bool), [s.status])
+        if not s.volumes:
+            return None
+        tables = self._node_tables()
+        statuses = [_EXCEEDED]
+        reason_of = np.zeros(rows.size, dtype=np.int64)
+        failed = self._missing_drivers(s, tables, rows, statuses, reason_of)
+        limits = tables.limits
+        wanted: dict[str, int] = {}
+        for driver in s.volumes.values():
+            if driver in limits:
+                wanted[driver] = wanted.get(driver, 0) + 1
+        if wanted:
+            # rows whose pods use no volume: the pod's own volumes against the limit
+            exceeded = np.zeros(rows.size, dtype=bool)
+            for driver, count in wanted.items():
+                limit = limits[driver][rows]
+                exceeded |= (limit >= 0) & (count > limit)
+            index = self.handle.snapshot.volumes
+            if index:
+                self._fresh()
+                used_rows = set(index.rows())
+                for at, row in enumerate(rows.tolist()):
+                    if row in used_rows and not failed[at]:
+                        exceeded[at] = self._exceeds(row, s.volumes, limits)
+            failed |= exceeded
+        if not failed.any():
+            return None
+        return FilterResult(~failed, statuses, reason_of if len(statuses) > 1 else None)
+
+    def _missing_drivers(
+        self, s: _State, tables: _NodeTables, rows: np.ndarray, statuses: list[Status], reason_of: np.ndarray
+    ) -> np.ndarray:
+        """VolumeLimitScaling: rows without a driver whose CSIDriver asks pods not to go to such
+        nodes (preventPodSchedulingIfMissing); on a node without a CSINode only volumes that are
+        not migrated in-tree ones are the pod's there. Their statuses are appended to `statuses`
+        and `reason_of` points at them."""
+        failed = np.zeros(rows.size, dtype=bool)
+        guarded = sorted(
+            {
+                d
+                for d in s.volumes.values()
+                if (cd := self.catalog.csi_driver(d)) and cd.prevent_scheduling_if_missing
+            }
+        )
+        for driver in guarded:
+            unmigrated = any(d == driver and u not in s.migrated for u, d in s.volumes.items())
+            needed = tables.has_csi_node[rows] | unmigrated
+            listed = tables.installed.get(driver)
+            present = listed[rows] if listed is not None else np.zeros(rows.size, dtype=bool)
+            missing = needed & ~present & ~failed
+            if missing.any():
+                statuses.append(unschedulable(missing_driver(driver)))
+                reason_of[missing] = len(statuses) - 1
+                failed |= missing
+        return failed
+
+    def _exceeds(self, row: int, new: Mapping[str, str], limits: Mapping[str, np.ndarray]) -> bool:
+        """The full count on a node whose pods use volumes (kube's Filter, for one node)."""
+        if self.catalog.csi_node(self.handle.snapshot.node_name(row)) is None:
+            return False
+        index = self.handle.snapshot.volumes
+        attached: dict[str, str] = {}
+        catalog = self.catalog
+        for key in index.claims_on(row):
+            namespace, _, name = key.partition("/")
+            claim = catalog.claim(namespace, name)
+            if claim is None:
+                continue  # an existing pod's missing claim is not counted
+            volume = self._volume(claim)
+            if volume is not None:
+                attached[f"{volume[0]}/{volume[1]}"] = volume[0]
+        for inline in index.inline_on(row):
+            driver = migrated_driver(inline.in_tree_plugin)
+            if driver and inline.csi_handle:
+                attached[f"{driver}/{inline.csi_handle}"] = driver
+        used: dict[str, int] = {}
+        for driver in attached.values():
+            used[driver] = used.get(driver, 0) + 1
+        adding: dict[str, int] = {}
+        for unique, driver in new.items():
+            if unique not in attached:
+                adding[driver] = adding.get(driver, 0) + 1
+        for driver, count in adding.items():
+            per_row = limits.get(driver)
+            if per_row is None:
+                continue
+            limit = int(per_row[row])
+            if limit >= 0 and used.get(driver, 0) + count > limit:
+                return True
+        return False
+
+    def _node_tables(self) -> _NodeTables:
+        """What the CSINodes say per row, rebuilt when a CSINode or a node changes."""
+        snap = self.handle.snapshot
+        key = (self.catalog.csi_nodes_generation, snap.node_generation, snap.capacity)
+        if key == self._tables_key:
+            return self._tables
+        tables = _NodeTables(np.zeros(snap.capacity, dtype=bool), {}, {})
+        for row in snap.live_rows().tolist():
+            csi_node = self.catalog.csi_node(snap.node_name(row))
+            if csi_node is None:
+                continue
+            tables.has_csi_node[row] = True
+            for driver in csi_node.drivers.values():
+                listed = tables.installed.get(driver.name)
+                if listed is None:
+                    listed = tables.installed[driver.name] = np.zeros(snap.capacity, dtype=bool)
+                listed[row] = True
+                if driver.allocatable_count is None:
+                    continue
+                per_row = tables.limits.get(driver.name)
+                if per_row is None:
+                    per_row = tables.limits[driver.name] = np.full(snap.capacity, -1, dtype=np.int64)
+                per_row[row] = driver.allocatable_count
+        self._tables, self._tables_key = tables, key
+        return tables
+
+
+def _limits_of(obj: Any) -> dict[str, Any]:
+    """A raw CSINode's drivers and their allocatable counts (read leniently, for hints)."""
+    spec = obj.get("spec") if isinstance(obj, Mapping) else None
+    drivers = spec.get("drivers") if isinstance(spec, Mapping) else None
+    out: dict[str, Any] = {}
+    for d in drivers if isinstance(drivers, list) else ():
+        if isinstance(d, Mapping):
+            allocatable = d.get("allocatable")
+            out[str(d.get("name"))] = allocatable.get("count") if isinstance(allocatable, Mapping) else None
+    return out
