@@ -662,7 +662,9 @@ def _add_snapshot_command(sub: Any) -> None:
         "snapshot",
         help="write a live cluster (read-only) as a scenario that `koordpy simulate` loads",
         description="Reads nodes, pods (on nodes, and pending for koordpy's profiles), PriorityClasses, "
-        "PodGroups, PodDisruptionBudgets, the ClusterNetworkTopology, ElasticQuotas and koordpy's "
+        "PodGroups, PodDisruptionBudgets, the storage objects (StorageClasses, CSIDrivers, CSINodes, "
+        "PersistentVolumes and their claims, CSIStorageCapacities), the ClusterNetworkTopology, "
+        "ElasticQuotas and koordpy's "
         "configuration, keeping only what scheduling reads. The configuration goes beside the "
         "scenario, as FILE.config.yaml.",
     )

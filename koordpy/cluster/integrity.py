@@ -7,8 +7,11 @@ Three guards, each reported through metrics, Warning events and `/healthz`:
   a cache check, and the object is applied once more from the informer's store; an object that
   fails again is left out of scheduling (a Warning event names it and the error) until it changes;
 - a periodic audit checks the cache's arrays against its records (rebuilding them when they
-  disagree) and the scheduler's nodes and pods against the informers' stores (re-delivering what
-  differs: what a re-list would do, without asking the API server again);
+  disagree) and the scheduler's nodes, pods and storage objects against the informers' stores
+  (re-delivering what differs: what a re-list would do, without asking the API server again). A
+  storage object the scheduler does not hold is re-delivered unless the storage catalog holds it as
+  malformed: a volume, claim, class or CSINode missing there would be placed around as if it did
+  not exist, while a malformed one holds the pods that need it with a message naming it;
 - nodes whose spec koordpy cannot use are left out of scheduling with a Warning event, once per
   change of the object.
 """
@@ -25,6 +28,7 @@ from koordpy.api.node import Node
 from koordpy.cluster.events import EventRecorder, truncate
 from koordpy.kubeapi.informer import ADD, DELETE, UPDATE, EventHandler, Informer, meta_field, object_key
 from koordpy.metrics import SchedulerMetrics
+from koordpy.plugins.storagecatalog import STORAGE_CATALOG, StorageCatalog
 from koordpy.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
@@ -149,6 +153,7 @@ class Integrity:
         found = [f"cache: {p}" for p in self.scheduler.check_cache()]
         found += self._reconcile_nodes()
         found += self._reconcile_pods()
+        found += self._reconcile_storage()
         if found:
             log.warning("audit found %d difference(s), repaired: %s", len(found), "; ".join(found[:5]))
         return found
@@ -203,6 +208,57 @@ class Integrity:
                 found.append(f"pod {key} deleted on the server but cached")
                 sched.on_pod_delete(state.pod)
         return found
+
+    def _reconcile_storage(self) -> list[str]:
+        catalog = self.scheduler.shared.get(STORAGE_CATALOG)
+        if catalog is None:
+            return []  # no plugin of this scheduler reads storage
+        found: list[str] = []
+        capacities: dict[str, set[str]] = {}
+        for kind in STORAGE_KINDS:
+            informer = self.informers.get(kind)
+            if informer is None or not informer.synced.is_set():
+                continue
+            for key, obj in list(informer.store.items()):
+                if (kind, key) in self.quarantined or catalog.malformed(kind, key) is not None:
+                    continue
+                if not _held(catalog, kind, key, obj, capacities):
+                    found.append(f"{kind} {key} missing from the storage catalog")
+                    self._redeliver(kind, ADD, obj)
+        return found
+
+
+# the storage kinds the audit holds the catalog to
+STORAGE_KINDS = (
+    "PersistentVolume",
+    "PersistentVolumeClaim",
+    "StorageClass",
+    "CSINode",
+    "CSIDriver",
+    "CSIStorageCapacity",
+)
+
+
+def _held(
+    catalog: StorageCatalog, kind: str, key: str, obj: Mapping[str, Any], capacities: dict[str, set[str]]
+) -> bool:
+    """Whether the catalog holds the object an informer holds under `key`."""
+    if kind == "PersistentVolume":
+        return catalog.volume(key) is not None
+    if kind == "PersistentVolumeClaim":
+        namespace, _, name = key.partition("/")
+        return catalog.claim(namespace, name) is not None
+    if kind == "StorageClass":
+        return catalog.storage_class(key) is not None
+    if kind == "CSINode":
+        return catalog.csi_node(key) is not None
+    if kind == "CSIDriver":
+        return catalog.csi_driver(key) is not None
+    class_name = str(obj.get("storageClassName") or "")
+    if class_name not in capacities:
+        # each class's capacities once per audit: a cluster publishes one per topology segment
+        capacities[class_name] = {c.key for c in catalog.capacities(class_name)}
+    return key in capacities[class_name]
 
 
 def is_finished(obj: Mapping[str, Any]) -> bool:

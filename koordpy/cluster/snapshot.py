@@ -2,10 +2,9 @@
 loads unchanged.
 
 What is read is what the scheduler's informers read (nodes, namespaces, pods on nodes and pods
-waiting for koordpy's profiles, PodGroups, PodDisruptionBudgets, the network topology, elastic
-quotas) and the PriorityClasses that admission resolves a new pod's priority from. Each object is
-kept with only what scheduling reads: the rest (managed fields, resource versions, container
-commands, volumes, node conditions...) would make the file large without changing a placement.
+waiting for koordpy's profiles, PodGroups, PodDisruptionBudgets, the storage objects, the network
+topology, elastic quotas) and the PriorityClasses that admission resolves a new pod's priority
+from. Each object is kept with only what scheduling reads (`cluster.stripping`).
 
 Lists are paged (limit/continue) and every page is handed to the sink as it arrives, so memory
 stays bounded by a page plus the pods still waiting for a node (those are few, and are written
@@ -17,14 +16,20 @@ ClusterRole it needs).
 
 from __future__ import annotations
 
-import math
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+import dataclasses
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
 from koordpy.api.time import parse_timestamp
+from koordpy.cluster.stripping import (
+    REMOVE_AFTER_ANNOTATION,
+    kept_annotation,
+    simulation_annotations,
+    strip_object,
+)
 from koordpy.kubeapi import informer
 from koordpy.kubeapi.client import TRANSPORT_ERRORS, ApiError, KubeApi
 from koordpy.kubeapi.informer import Resource
@@ -33,6 +38,7 @@ from koordpy.yamlinput.parsers import YamlParser
 
 __all__ = [
     "CHART_NAME",
+    "REMOVE_AFTER_ANNOTATION",
     "ConfigMapRef",
     "ConfigurationFound",
     "InvalidConfigMap",
@@ -57,26 +63,9 @@ except AttributeError:  # PyYAML built without libyaml
 CHART_NAME = "koordpy"
 CHART_LABEL = "helm.sh/chart"
 PAGE_SIZE = 500
-# a pod the cluster is deleting goes away in the scenario when its grace period would end
-REMOVE_AFTER_ANNOTATION = "simulation.koordpy.io/remove-after"
 # the scheduler's pod informer leaves out finished pods: they hold nothing
 _NOT_FINISHED = "status.phase!=Succeeded,status.phase!=Failed"
 
-# Annotation domains the scheduler reads (gangs, gang groups, topology, quotas, koordpy's own): every
-# other annotation (last-applied-configuration, tooling's) is left out.
-_KEPT_ANNOTATION_DOMAINS = (
-    "koordinator.sh",
-    "scheduling.sigs.k8s.io",
-    "scheduling.x-k8s.io",
-    "koordpy.io",
-)
-# ...but not the simulator's timeline (simulation.koordpy.io/arrive-after, run-for, remove-after):
-# a snapshot is the cluster as it is now, and on a live object (applied from the manifests of a
-# simulation, typically) they would replay a past that already happened: an object that exists
-# arriving later, a pod that has run for a while running its whole time again. One that is
-# malformed would also make the whole snapshot unloadable. They are left out and named once
-# (SnapshotSummary.warnings); a pod being deleted gets the snapshot's own remove-after.
-_SIMULATION_DOMAIN = "simulation.koordpy.io"
 # how many objects the warning names before it counts the rest
 _NAMED_AT_MOST = 10
 
@@ -99,11 +88,27 @@ NODES = informer.NODES
 PODS = informer.ALL_PODS
 PDBS = informer.PDBS
 CONFIGMAPS = Resource("ConfigMap", "v1", "configmaps")
+# storage, what the pods' claims refer to: classes, drivers, each node's CSI drivers, volumes,
+# claims, and the capacity CSI drivers publish per topology segment. A kind the apiserver does not
+# serve (an old release without storage.k8s.io/v1 CSIStorageCapacity) holds no object: it is left
+# out of the snapshot, as an absent CRD is
+STORAGE = tuple(
+    dataclasses.replace(r, optional=True)
+    for r in (
+        informer.STORAGE_CLASSES,
+        informer.CSI_DRIVERS,
+        informer.CSI_NODES,
+        informer.PERSISTENT_VOLUMES,
+        informer.PERSISTENT_VOLUME_CLAIMS,
+        informer.CSI_STORAGE_CAPACITIES,
+    )
+)
 # the order of the file: what the pods refer to first
 KINDS: tuple[Resource, ...] = (
     NAMESPACES,
     PRIORITY_CLASSES,
     NODES,
+    *STORAGE,
     informer.POD_GROUPS_SIGS,
     informer.POD_GROUPS_X_K8S,
     PDBS,
@@ -111,161 +116,6 @@ KINDS: tuple[Resource, ...] = (
     informer.ELASTIC_QUOTAS_SIGS,
     informer.ELASTIC_QUOTAS_X_K8S,
 )
-
-
-# ---------------------------------------------------------------------------------------------- stripping
-def _in_domain(domain: str, of: str) -> bool:
-    return domain == of or domain.endswith("." + of)
-
-
-def kept_annotation(key: str) -> bool:
-    """Whether the snapshot keeps an annotation of this key: the scheduler reads its domain, and it
-    is not one of the simulator's timeline annotations (see simulation_annotations)."""
-    domain, slash, _ = key.partition("/")
-    if not slash or _in_domain(domain, _SIMULATION_DOMAIN):
-        return False
-    return any(_in_domain(domain, d) for d in _KEPT_ANNOTATION_DOMAINS)
-
-
-def simulation_annotations(obj: Mapping[str, Any]) -> list[str]:
-    """The simulator's annotations (simulation.koordpy.io/...) a live object carries, which the
-    snapshot leaves out: the cluster as it is now has no timeline."""
-    meta = obj.get("metadata")
-    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
-    if not isinstance(annotations, Mapping):
-        return []
-    found: list[str] = []
-    for key in annotations:
-        domain, slash, _ = str(key).partition("/")
-        if slash and _in_domain(domain, _SIMULATION_DOMAIN):
-            found.append(str(key))
-    return found
-
-
-def _metadata(meta: Mapping[str, Any], namespaced: bool) -> dict[str, Any]:
-    out: dict[str, Any] = {"name": meta.get("name")}
-    if namespaced:
-        out["namespace"] = meta.get("namespace") or "default"
-    if meta.get("labels"):
-        out["labels"] = dict(meta["labels"])
-    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if kept_annotation(str(k))}
-    if annotations:
-        out["annotations"] = annotations
-    for key in ("creationTimestamp", "deletionTimestamp"):
-        if meta.get(key):
-            out[key] = meta[key]
-    refs = meta.get("ownerReferences")
-    if refs:
-        # who owns a pod names its job in the dry run's victims, and default spreading's selector
-        out["ownerReferences"] = [
-            {k: ref[k] for k in ("apiVersion", "kind", "name", "uid", "controller") if k in ref}
-            for ref in refs
-            if isinstance(ref, Mapping)
-        ]
-    return out
-
-
-def _some(obj: Mapping[str, Any], keys: Iterable[str]) -> dict[str, Any]:
-    return {k: obj[k] for k in keys if obj.get(k) not in (None, "", [], {})}
-
-
-# what the scheduler reads of a container: its name (messages), image (ImageLocality), ports (host
-# ports), resources (fit) and restartPolicy (an init container that runs beside the app)
-_CONTAINER_KEYS = ("name", "image", "ports", "resources", "restartPolicy")
-_POD_SPEC_KEYS = (
-    "nodeName",
-    "schedulerName",
-    "priority",
-    "priorityClassName",
-    "preemptionPolicy",
-    "nodeSelector",
-    "affinity",
-    "tolerations",
-    "topologySpreadConstraints",
-    "schedulingGates",
-    "overhead",
-    "resources",
-    "terminationGracePeriodSeconds",
-    "hostNetwork",
-    "os",
-)
-# what preemption reads of a pod's status (startTime orders victims, DisruptionTarget marks a pod
-# already on its way out), what the queue reads (nominatedNodeName), and why a pod waits
-_POD_STATUS_KEYS = ("phase", "nominatedNodeName", "startTime")
-_POD_CONDITIONS = ("PodScheduled", "DisruptionTarget")
-
-
-def _pod(obj: Mapping[str, Any], now: float | None) -> dict[str, Any]:
-    meta = _metadata(obj.get("metadata") or {}, namespaced=True)
-    spec_in = obj.get("spec") or {}
-    spec = _some(spec_in, _POD_SPEC_KEYS)
-    for key in ("containers", "initContainers"):
-        if spec_in.get(key):
-            spec[key] = [_some(c, _CONTAINER_KEYS) for c in spec_in[key] if isinstance(c, Mapping)]
-    status_in = obj.get("status") or {}
-    status = _some(status_in, _POD_STATUS_KEYS)
-    conditions = [
-        _some(c, ("type", "status", "reason", "message"))
-        for c in status_in.get("conditions") or ()
-        if isinstance(c, Mapping) and c.get("type") in _POD_CONDITIONS
-    ]
-    if conditions:
-        status["conditions"] = conditions
-    deleting = parse_timestamp(meta.get("deletionTimestamp"))
-    if deleting is not None and now is not None:
-        left = max(0, math.ceil(deleting - now))
-        meta.setdefault("annotations", {})[REMOVE_AFTER_ANNOTATION] = f"{left}s"
-    out: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
-    if status:
-        out["status"] = status
-    return out
-
-
-def _node(obj: Mapping[str, Any]) -> dict[str, Any]:
-    spec = _some(obj.get("spec") or {}, ("unschedulable", "taints"))
-    # images: ImageLocality scores by the sizes of the images a node holds already
-    status = _some(obj.get("status") or {}, ("allocatable", "capacity", "images"))
-    out: dict[str, Any] = {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": _metadata(obj.get("metadata") or {}, namespaced=False),
-    }
-    if spec:
-        out["spec"] = spec
-    out["status"] = status
-    return out
-
-
-def strip_object(
-    kind: str, api_version: str, obj: Mapping[str, Any], now: float | None = None
-) -> dict[str, Any]:
-    """The object with only what the scheduler (and the simulator's loader) reads: for `now` (epoch
-    seconds) given, a pod being deleted gets the timeline annotation that removes it when its grace
-    period ends."""
-    if kind == "Pod":
-        return _pod(obj, now)
-    if kind == "Node":
-        return _node(obj)
-    namespaced = kind not in ("Namespace", "PriorityClass", "ClusterNetworkTopology")
-    out: dict[str, Any] = {
-        "apiVersion": api_version,
-        "kind": kind,
-        "metadata": _metadata(obj.get("metadata") or {}, namespaced),
-    }
-    if kind == "PriorityClass":
-        out.update(_some(obj, ("value", "globalDefault", "preemptionPolicy")))
-        out.setdefault("value", 0)
-    elif kind == "ClusterNetworkTopology":
-        # its status is what the topology operator computes from the nodes: simulate does the same
-        if "spec" in obj:
-            out["spec"] = obj["spec"]
-    elif kind != "Namespace":
-        # PodGroups (a gang's status carries its schedule start), PodDisruptionBudgets
-        # (disruptionsAllowed), ElasticQuotas (used): spec and status are what is read
-        for key in ("spec", "status"):
-            if obj.get(key) is not None:
-                out[key] = obj[key]
-    return out
 
 
 # ------------------------------------------------------------------------------------ the configuration

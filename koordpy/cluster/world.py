@@ -1,8 +1,10 @@
 """The cluster world that feeds the scheduler and carries out its decisions.
 
-Informers list and watch Nodes, Pods, Namespaces, PodDisruptionBudgets and koordpy's custom
-resources and feed the scheduler's synchronous core; the scheduling loop runs cycles and turns the
-decisions the core drains into API calls: bindings (through `pods/binding`), status patches
+Informers list and watch Nodes, Pods, Namespaces, PodDisruptionBudgets, the storage objects
+(PersistentVolumes and their claims, StorageClasses, CSINodes, CSIDrivers, CSIStorageCapacities)
+and koordpy's custom resources and feed the scheduler's synchronous core; the scheduling loop runs
+cycles and turns the decisions the core drains into API calls: bindings (through `pods/binding`,
+after the volumes a pod's claims need are bound: `cluster.volumes`), status patches
 (`cluster.writes`), evictions and `events.k8s.io/v1` Events (`cluster.events`). Every call that
 blocks runs in its own task, so the next scheduling cycle never waits for the last pod's binding.
 
@@ -18,18 +20,21 @@ import functools
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from koordpy.api import names
 from koordpy.api.namespace import Namespace
 from koordpy.api.node import Node
 from koordpy.api.pod import Pod
+from koordpy.cluster.changes import assigned_pod_changed, node_scheduling_changed
 from koordpy.cluster.events import EventRecorder, pod_reference
+from koordpy.cluster.evictions import evict
 from koordpy.cluster.integrity import AUDIT_INTERVAL, Integrity, is_finished
+from koordpy.cluster.volumes import VolumeBinder, VolumeBindingError
 from koordpy.cluster.writes import PodStatusWriter
 from koordpy.framework.effects import Bind, Effect, Evict, Nominate, PodUnschedulable, RecordEvent
-from koordpy.kubeapi.client import TRANSPORT_ERRORS, ApiError, KubeApi, pod_path, rfc3339
+from koordpy.kubeapi.client import TRANSPORT_ERRORS, ApiError, KubeApi, pod_path
 from koordpy.kubeapi.informer import (
     ADD,
     DELETE,
@@ -40,6 +45,7 @@ from koordpy.kubeapi.informer import (
     Informer,
     Resource,
     meta_field,
+    object_key,
 )
 from koordpy.metrics import SchedulerMetrics
 from koordpy.scheduler import Scheduler
@@ -60,41 +66,6 @@ STANDBY_POLL = 1.0
 RELEASE_TASK = "informers release"
 # loop passes failing one after another before /healthz fails (each pass is retried after 1 s)
 LOOP_FAILURES_UNHEALTHY = 3
-
-
-def node_scheduling_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
-    """Whether a node update can matter to scheduling. Most node updates are status heartbeats;
-    passing them on would send every unschedulable pod back to the active queue each time, which
-    kube-scheduler avoids the same way."""
-    old_meta, new_meta = old.get("metadata") or {}, new.get("metadata") or {}
-    old_status, new_status = old.get("status") or {}, new.get("status") or {}
-    return (
-        old_meta.get("labels") != new_meta.get("labels")
-        or old_meta.get("annotations") != new_meta.get("annotations")
-        or old.get("spec") != new.get("spec")
-        or any(old_status.get(f) != new_status.get(f) for f in ("allocatable", "capacity", "images"))
-        or _condition_states(old_status) != _condition_states(new_status)
-    )
-
-
-def assigned_pod_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
-    """Whether an update of a pod that stays on its node can matter to scheduling. After a pod is
-    bound, the kubelet (or KWOK) keeps updating its status (phase, conditions, IPs, container states);
-    none of it moves the pod or changes what it holds, and parsing each one again costs more than
-    the scheduling cycle that placed it. A finished pod is handled before this is asked."""
-    old_meta, new_meta = old.get("metadata") or {}, new.get("metadata") or {}
-    return (
-        old.get("spec") != new.get("spec")
-        or old_meta.get("labels") != new_meta.get("labels")
-        or old_meta.get("annotations") != new_meta.get("annotations")
-        or old_meta.get("deletionTimestamp") != new_meta.get("deletionTimestamp")
-        or old_meta.get("ownerReferences") != new_meta.get("ownerReferences")
-    )
-
-
-def _condition_states(status: Mapping[str, Any]) -> dict[str, str]:
-    conditions = status.get("conditions") or ()
-    return {str(c.get("type")): str(c.get("status")) for c in conditions if isinstance(c, dict)}
 
 
 EVENT_ACTIONS = {
@@ -154,6 +125,15 @@ class KubeWorld:
         by_kind: dict[str, Informer] = {}
         self.integrity = Integrity(scheduler, metrics, self.events, by_kind)
         self.informers: dict[Resource, Informer] = {}
+        # the volume bindings a pod's binding carries out first, reading the informers' stores
+        self.volumes = VolumeBinder(
+            api,
+            self._stored("PersistentVolume"),
+            self._stored("PersistentVolumeClaim"),
+            self._stored_pod,
+            self._stored("Node"),
+            on_write=metrics.api_write,
+        )
         for resource in resources:
             handler = self.integrity.guard(resource.kind, resource.api_version, self._handler_for(resource))
             handler = metrics.timed_handler(resource.kind, handler)
@@ -191,6 +171,13 @@ class KubeWorld:
 
     def _stored_pod(self, key: str) -> dict[str, Any] | None:
         return self._pods.store.get(key) if self._pods is not None else None
+
+    def _stored(self, kind: str) -> Callable[[str], dict[str, Any] | None]:
+        def lookup(key: str) -> dict[str, Any] | None:
+            informer = next((i for r, i in self.informers.items() if r.kind == kind), None)
+            return informer.store.get(key) if informer is not None else None
+
+        return lookup
 
     def synced(self) -> bool:
         return self.released.is_set()
@@ -317,10 +304,20 @@ class KubeWorld:
         if resource.kind == "Namespace":
             return self._on_namespace
         kind = resource.kind
+        # a binding waiting for its claims (cluster.volumes) hears of each change to them, whatever
+        # the scheduler made of it
+        changed = {
+            "PersistentVolume": self.volumes.volume_changed,
+            "PersistentVolumeClaim": self.volumes.claim_changed,
+        }.get(kind)
 
         def on_object(action: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-            self.scheduler.on_object(kind, action, obj, old)
-            self._wake.set()
+            try:
+                self.scheduler.on_object(kind, action, obj, old)
+            finally:
+                if changed is not None:
+                    changed(object_key(obj))
+                self._wake.set()
 
         return on_object
 
@@ -349,11 +346,14 @@ class KubeWorld:
             self.status_writes.forget(pod.key)
             self.events.forget_object(pod.uid)
             self.scheduler.on_pod_delete(pod)
+            self.volumes.pod_gone(pod.key)
         self._wake.set()
 
     def _on_node(self, action: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         for watcher in self.node_watchers:
             watcher(action, obj, old)
+        # a binding waiting for its claims checks its volumes against the node as it is now
+        self.volumes.node_changed(meta_field(obj, "name"))
         if action == DELETE:
             name = meta_field(obj, "name")
             self.integrity.node_gone(name)
@@ -479,7 +479,18 @@ class KubeWorld:
             elif isinstance(effect, Nominate):
                 self.status_writes.mark(effect.pod, nominated=effect.node_name)
             elif isinstance(effect, Evict):
-                self._chain_victim(effect.victim.key, functools.partial(self._evict, effect))
+                self._chain_victim(
+                    effect.victim.key,
+                    functools.partial(
+                        evict,
+                        effect,
+                        self.api,
+                        self.pod_store,
+                        self.status_writes,
+                        self.events,
+                        self.metrics.api_write,
+                    ),
+                )
             elif isinstance(effect, RecordEvent):
                 self.events.record(
                     pod_reference(effect.pod),
@@ -490,9 +501,7 @@ class KubeWorld:
                     controller=effect.pod.scheduler_name,
                 )
 
-    def _spawn(
-        self, coro: Coroutine[Any, Any, None], group: set[asyncio.Task[None]]
-    ) -> asyncio.Task[None]:
+    def _spawn(self, coro: Coroutine[Any, Any, None], group: set[asyncio.Task[None]]) -> asyncio.Task[None]:
         task = asyncio.create_task(coro)
         group.add(task)
         task.add_done_callback(group.discard)
@@ -521,6 +530,12 @@ class KubeWorld:
 
     async def _bind(self, b: Bind) -> None:
         pod = b.pod
+        if b.volumes is not None and (failed := await self._bind_volumes(b)) is not None:
+            # PreBind's part failed (kube's BindPodVolumes): no Binding is sent
+            log.info("binding %s to %s failed: %s", pod.key, b.node_name, failed)
+            self.scheduler.binding_done(pod.key, failed)
+            self._wake.set()
+            return
         start = time.monotonic()
         error: str | None = None
         self.metrics.bindings_in_flight.inc()
@@ -560,52 +575,15 @@ class KubeWorld:
         self.scheduler.binding_done(pod.key, error)
         self._wake.set()
 
-    async def _evict(self, e: Evict) -> None:
-        victim = e.victim
-        raw = self.pod_store.get(victim.key)
-        if raw is None or meta_field(raw, "uid") != victim.uid or meta_field(raw, "deletionTimestamp"):
-            return
-        condition = {
-            "type": "DisruptionTarget",
-            "status": "True",
-            "reason": "PreemptionByScheduler",
-            "message": e.message,
-            "lastTransitionTime": rfc3339(),
-        }
-        marked = await self.status_writes.patch_status(
-            victim, {"conditions": [condition]}, "disruption_condition"
-        )
-        if not marked and victim.key not in self.pod_store:
-            return
-        ok = True
+    async def _bind_volumes(self, b: Bind) -> str | None:
+        """The pod's volumes bound (`cluster.volumes`), or why not."""
+        assert b.volumes is not None
         try:
-            await self.api.request(
-                "DELETE",
-                pod_path(victim.namespace, victim.name),
-                body={
-                    "apiVersion": "v1",
-                    "kind": "DeleteOptions",
-                    "gracePeriodSeconds": victim.termination_grace_seconds,
-                    "preconditions": {"uid": victim.uid},
-                },
-            )
-        except ApiError as err:
-            ok = err.status == 404
-            if not ok:
-                log.warning("deleting preemption victim %s failed: %s", victim.key, err)
-        except TRANSPORT_ERRORS as err:
-            ok = False
-            log.warning("deleting preemption victim %s failed: %s", victim.key, err)
-        self.metrics.api_write("preemption_delete", ok)
-        if not ok:
-            return
-        trigger = self.pod_store.get(e.trigger_pod)
-        self.events.record(
-            pod_reference(victim),
-            "Normal",
-            names.EVENT_PREEMPTED,
-            "Preempting",
-            f"Preempted by {e.trigger_pod} on node {e.node_name}",
-            related=pod_reference(trigger) if trigger is not None else None,
-            controller=e.scheduler_name,
-        )
+            await self.volumes.bind(b.pod, b.volumes)
+        except VolumeBindingError as err:
+            return str(err)
+        except Exception as err:
+            # the core must hear of every binding's end, or the pod stays assumed for ever
+            log.exception("binding the volumes of %s failed unexpectedly", b.pod.key)
+            return f"binding volumes: {type(err).__name__}: {err}"
+        return None

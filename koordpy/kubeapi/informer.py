@@ -82,10 +82,28 @@ ELASTIC_QUOTAS_SIGS = Resource(
 ELASTIC_QUOTAS_X_K8S = Resource(
     "ElasticQuota", "scheduling.x-k8s.io/v1alpha1", "elasticquotas", optional=True
 )
+# storage, as kube-scheduler's informers watch it whatever its profile runs: VolumeBinding matches
+# claims to volumes, VolumeZone, VolumeRestrictions and NodeVolumeLimits read them, and the cluster
+# world follows the claims a binding waits for (cluster.volumes)
+PERSISTENT_VOLUMES = Resource("PersistentVolume", "v1", "persistentvolumes", namespaced=False)
+PERSISTENT_VOLUME_CLAIMS = Resource("PersistentVolumeClaim", "v1", "persistentvolumeclaims")
+STORAGE_CLASSES = Resource("StorageClass", "storage.k8s.io/v1", "storageclasses", namespaced=False)
+CSI_NODES = Resource("CSINode", "storage.k8s.io/v1", "csinodes", namespaced=False)
+CSI_DRIVERS = Resource("CSIDriver", "storage.k8s.io/v1", "csidrivers", namespaced=False)
+CSI_STORAGE_CAPACITIES = Resource("CSIStorageCapacity", "storage.k8s.io/v1", "csistoragecapacities")
+STORAGE = (
+    STORAGE_CLASSES,
+    PERSISTENT_VOLUMES,
+    PERSISTENT_VOLUME_CLAIMS,
+    CSI_NODES,
+    CSI_DRIVERS,
+    CSI_STORAGE_CAPACITIES,
+)
 WATCHED = (
     NAMESPACES,
     NODES,
     PDBS,
+    *STORAGE,
     POD_GROUPS_SIGS,
     POD_GROUPS_X_K8S,
     NETWORK_TOPOLOGIES,
@@ -99,6 +117,7 @@ def watched(all_pods: bool) -> tuple[Resource, ...]:
     """What `koordpy run` watches; with `all_pods`, finished pods too (the embedded operators
     count finished members; the scheduler still hears of a finished pod as a deletion)."""
     return tuple(ALL_PODS if r is PODS and all_pods else r for r in WATCHED)
+
 
 ADD, UPDATE, DELETE = "Add", "Update", "Delete"
 
@@ -116,6 +135,7 @@ WATCH_SECONDS = (300, 600)
 # (action, object, previous object or None)
 # client-go's reflector pages its lists by 500
 PAGE_SIZE = 500
+
 EventHandler = Callable[[str, dict[str, Any], "dict[str, Any] | None"], None]
 
 
@@ -132,6 +152,7 @@ def list_query(resource: Resource, page_size: int, *, from_cache: bool, cont: st
     if cont:
         query.append(("continue", cont))
     return query
+
 
 def object_key(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata") or {}

@@ -19,7 +19,16 @@ from kubernetes_asyncio import client as k8s_client
 from koordpy.cli import build_parser
 from koordpy.cluster import flags
 from koordpy.kubeapi.client import KubeApi
-from koordpy.kubeapi.informer import CLOSED, ERROR, EXPIRED, IDLE, WATCH_IDLE_TIMEOUT, Informer, Resource
+from koordpy.kubeapi.informer import (
+    CLOSED,
+    ERROR,
+    EXPIRED,
+    IDLE,
+    STORAGE,
+    WATCH_IDLE_TIMEOUT,
+    Informer,
+    Resource,
+)
 from tests.cluster.world_support import ONE_NODE, Start, world_starter
 from tests.support.fakeapi import FakeApiServer, Reply, WatchStream, until
 from tests.support.tcpproxy import TcpProxy
@@ -236,7 +245,7 @@ async def test_readiness_fails_while_watches_are_cut_off_and_passes_once_they_ar
 
     await until(pods_blind, timeout=BOUND * 10, what="pods reported silent")
     # the custom resources are not served: nothing to hear from, so never silent
-    served = {"namespaces", "nodes", "poddisruptionbudgets.policy", "pods"}
+    served = {"namespaces", "nodes", "poddisruptionbudgets.policy", "pods", *(r.label for r in STORAGE)}
     assert {p.split(":")[0] for p in world.blind_informers()} <= served, world.blind_informers()
     # liveness is not readiness: the scheduler itself is sound
     assert world.health_problems() == []

@@ -12,7 +12,7 @@ from koordpy.cluster.world import KubeWorld
 from koordpy.config.models import parse_configuration
 from koordpy.framework.clock import RealClock
 from koordpy.kubeapi.client import KubeApi
-from koordpy.kubeapi.informer import NAMESPACES, NODES, PDBS, PODS, WATCH_IDLE_TIMEOUT
+from koordpy.kubeapi.informer import NAMESPACES, NODES, PDBS, PODS, STORAGE, WATCH_IDLE_TIMEOUT
 from koordpy.metrics import SchedulerMetrics
 from koordpy.plugins import registry
 from koordpy.scheduler import Scheduler
@@ -95,6 +95,9 @@ async def world_starter(fake: FakeApiServer) -> AsyncIterator[Start]:
     ) -> Cluster:
         fake.on_list(NAMESPACES.path, [DEFAULT_NAMESPACE], "10")
         fake.on_list(PDBS.path, [], "10")
+        for resource in STORAGE:
+            # none at start: a test adds its storage objects through their watches
+            fake.on_list(resource.path, [], "10")
         fake.on("GET", NODES.path, nodes)
         fake.on_list(PODS.path, pods, "10")
         fake.on("POST", BINDINGS, Reply(201, {"kind": "Status", "status": "Success", "code": 201}))
