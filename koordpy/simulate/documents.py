@@ -39,7 +39,18 @@ STDIN = "-"
 STDIN_LABEL = "<stdin>"
 YAML_SUFFIXES = (".yaml", ".yml")
 DEFAULT_NAMESPACE = "default"
-CLUSTER_SCOPED = frozenset({"Node", "Namespace", "PriorityClass", "ClusterNetworkTopology"})
+CLUSTER_SCOPED = frozenset(
+    {
+        "Node",
+        "Namespace",
+        "PriorityClass",
+        "ClusterNetworkTopology",
+        "StorageClass",
+        "PersistentVolume",
+        "CSINode",
+        "CSIDriver",
+    }
+)
 
 MIB = 1024 * 1024
 # All files of a scenario together. A scenario of a quarter of a million objects is well under it;

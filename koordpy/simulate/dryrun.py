@@ -123,9 +123,11 @@ class DryRunReport:
     scope: str = "new"
     newPods: int = 0
     virtualSeconds: float = 0.0
+    # the claims of the reported pods, as the report's persistentVolumeClaims shows them
+    claims: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "pods": [p.to_dict() for p in self.pods],
             "victims": [v.to_dict() for v in self.victims],
             "podGroups": [g.to_dict() for g in self.podGroups],
@@ -135,6 +137,10 @@ class DryRunReport:
             "newPods": self.newPods,
             "virtualSeconds": float(self.virtualSeconds),
         }
+        if self.claims:
+            # additive: only when the reported pods use claims
+            out["persistentVolumeClaims"] = self.claims
+        return out
 
 
 def new_pod_keys(scenario: Scenario, snapshot_label: str) -> set[str]:
@@ -232,7 +238,19 @@ def _compose(
             )
         )
     out.podGroups = [g for g in report.podGroups if tracked is None or g.key in gangs]
+    out.claims = _claims_of_pods(report, [world.views[p.key] for p in out.pods])
     return out
+
+
+def _claims_of_pods(report: Report, pods: Sequence[Pod]) -> list[dict[str, Any]]:
+    """The claims the pods use, each once, in the report's order."""
+    used = {f"{pod.namespace}/{name}" for pod in pods for name in pod.claim_names}
+    claims = report.extras.get("persistentVolumeClaims")
+    return [
+        c
+        for c in (claims if isinstance(claims, list) else [])
+        if f"{c.get('namespace')}/{c.get('name')}" in used
+    ]
 
 
 def _pod_line(result: PodResult, view: Pod, nominated: str | None, gang: str | None) -> DryRunPod:
@@ -316,6 +334,21 @@ def render_dry_run_table(report: DryRunReport) -> str:
             [
                 (g.key, str(g.minMember), str(g.scheduled), g.phase, _cell(g.message))
                 for g in report.podGroups
+            ],
+        )
+    if report.claims:
+        lines.append("")
+        lines += _table(
+            ("CLAIM", "PHASE", "VOLUME", "CLASS", "REQUEST"),
+            [
+                (
+                    f"{c.get('namespace')}/{c.get('name')}",
+                    _cell(c.get("phase")),
+                    _cell(c.get("volume")),
+                    _cell(c.get("storageClass")),
+                    _cell(c.get("request")),
+                )
+                for c in report.claims
             ],
         )
     bound = sum(1 for p in report.pods if p.phase == BOUND)

@@ -321,6 +321,11 @@ def render_html(report: Mapping[str, Any], title: str = "koordpy simulate") -> s
         )
     parts.append("<h2>Pods</h2>")
     parts.append(_table("pods", [*_PHASE_COLUMNS, "waited", "reason", "message"], _pod_rows(pods)))
+    claims: Sequence[Mapping[str, Any]] = report.get("persistentVolumeClaims") or []
+    if claims:
+        columns = ("namespace", "name", "phase", "volume", "storageClass", "request", "selectedNode")
+        parts.append("<h2>Volume claims</h2>")
+        parts.append(_table("claims", columns, ([c.get(k) for k in columns] for c in claims)))
     parts.append("</body></html>")
     return "\n".join(parts)
 

@@ -27,6 +27,15 @@ from koordpy.api.pdb import PodDisruptionBudget
 from koordpy.api.pod import DEFAULT_SCHEDULER_NAME
 from koordpy.api.podgroup import PodGroup
 from koordpy.api.priorityclass import PriorityClass
+from koordpy.simulate.claims import (
+    CLAIM,
+    STORAGE_KINDS,
+    StorageObject,
+    check_ephemeral_volumes,
+    claim_templates,
+    read_storage,
+    stateful_claim,
+)
 from koordpy.simulate.documents import STDIN, STDIN_LABEL, ScenarioError, Source, describe, read_documents
 from koordpy.simulate.objects import Entry, entries_of
 from koordpy.simulate.priorities import Priorities, read_priorities
@@ -78,6 +87,9 @@ class Scenario:
     workload_pods: set[str] = field(default_factory=set)
     # the Jobs, for the pods their controller creates as others complete (only with a timeline)
     jobs: list[JobSpec] = field(default_factory=list)
+    # StorageClasses, PersistentVolumes, claims (a StatefulSet's among them), CSINodes, CSIDrivers
+    # and CSIStorageCapacities, in input order
+    storage: list[StorageObject] = field(default_factory=list)
 
     @property
     def has_timeline(self) -> bool:
@@ -141,6 +153,7 @@ def load_scenario(
             if not isinstance(entry.obj.get("spec"), dict):
                 # the API server's validation: a pod needs containers, so a spec
                 raise entry.error("spec", "missing")
+            check_ephemeral_volumes(entry, entry.obj["spec"], "spec")
             pod = copy.deepcopy(entry.obj)
             _register(owners, entry.key, entry.source, entry, "metadata.name")
             try:
@@ -154,8 +167,14 @@ def load_scenario(
                 raise entry.error(field, f"{count} pods: {_too_many(max_objects)}")
             objects += count
             template = _template_timing(entry)
+            _check_template_volumes(entry)
+            claims = claim_templates(entry) if kind == "StatefulSet" else []
             stamped: list[str] = []
-            for pod in stamp_pods(entry):
+            for index, pod in enumerate(stamp_pods(entry, claims)):
+                for claim_template in claims:
+                    objects += _stamp_claim(
+                        scenario, owners, entry, claim_template, index, max_objects, objects
+                    )
                 key = ("Pod", entry.namespace, pod["metadata"]["name"])
                 _register(owners, key, entry.source, entry, "metadata.name", stamped=True)
                 if template is not None:
@@ -188,9 +207,44 @@ def load_scenario(
             scenario.topologies.append(entry.obj)
         elif kind == "ElasticQuota":
             scenario.elastic_quotas.append(ElasticQuota.from_dict(entry.obj))
+        elif kind in STORAGE_KINDS:
+            scenario.storage.append(read_storage(entry))
         # PriorityClass entries were handled first: every pod's admission needs all of them.
     scenario.sources = owners
     return scenario
+
+
+def _check_template_volumes(entry: Entry) -> None:
+    spec = entry.obj.get("spec")
+    template = spec.get("template") if isinstance(spec, dict) else None
+    pod_spec = template.get("spec") if isinstance(template, dict) else None
+    check_ephemeral_volumes(entry, pod_spec, "spec.template.spec")
+
+
+def _stamp_claim(
+    scenario: Scenario,
+    owners: dict[tuple[str, str, str], Source],
+    entry: Entry,
+    template: Any,
+    ordinal: int,
+    max_objects: int,
+    objects: int,
+) -> int:
+    """The claim a StatefulSet's controller creates for the pod `ordinal` from `template`, unless
+    one of that name exists (the controller uses it); it arrives with the StatefulSet. How many
+    objects it adds."""
+    claim = stateful_claim(entry, template, ordinal)
+    key = (CLAIM, entry.namespace, claim["metadata"]["name"])
+    if key in owners:
+        return 0
+    if objects + 1 > max_objects:
+        raise entry.error("spec.volumeClaimTemplates", _too_many(max_objects))
+    owners[key] = entry.source
+    timing = scenario.timing.get(entry.key)
+    if timing is not None and timing.arrive > 0:
+        scenario.timing[key] = Timing(timing.arrive, None, None)
+    scenario.storage.append(StorageObject(CLAIM, entry.namespace, key[2], claim))
+    return 1
 
 
 # which timeline annotations each kind takes on its own metadata; every other kind takes arrive-after

@@ -27,6 +27,7 @@ from koordpy.plugins.coscheduling.gang import membership
 from koordpy.scheduler import Scheduler
 from koordpy.simulate.jobs import JobState
 from koordpy.simulate.timeline import Timeline
+from koordpy.simulate.volumes import VolumeWorld
 from koordpy.simulate.workloads import replacement_pod
 
 # what the pod garbage collector writes on the pods of a node that is gone, before deleting them
@@ -105,12 +106,16 @@ class MemoryCluster:
     # the node each pod was last nominated to, kept once it is bound (binding clears the status
     # field) so that the report shows where preemption meant it to go; gone when withdrawn
     nominated: dict[str, str] = field(default_factory=dict)
+    # the storage and the controllers acting on it (claims, volumes, their binding)
+    volumes: VolumeWorld | None = None
 
     # ----------------------------------------------------------------------------- objects in
     def add_namespace(self, ns: Namespace) -> None:
         self.scheduler.on_namespace(ns)
 
     def add_node(self, node: Node) -> None:
+        if self.volumes is not None:
+            self.volumes.node_added(node)
         self.scheduler.on_node_add(node)
         if self.timeline is not None:
             self.timeline.node_added(node, self.clock.now())
@@ -138,6 +143,9 @@ class MemoryCluster:
             self.removed.pop(pod.key, None)
         else:
             self.order.append(pod.key)
+        if self.volumes is not None:
+            # the ephemeral volume controller's claims come with the pod
+            self.volumes.pod_created(raw, pod.uid)
         self.scheduler.on_pod_add(pod)
         if self.timeline is not None:
             m = membership(pod)
@@ -159,6 +167,8 @@ class MemoryCluster:
             return
         self.deleted.add(key)
         self.scheduler.on_pod_delete(pod)
+        if self.volumes is not None:
+            self.volumes.pod_deleted(pod)
         if self.timeline is not None:
             self.timeline.pod_ended(key, self.clock.now())
             self._changed(key)
@@ -192,6 +202,17 @@ class MemoryCluster:
             # the API server takes a binding to any name; the pod garbage collector would delete
             # the pod at once, so the world refuses it and the scheduler tries the pod again
             self.scheduler.binding_done(key, f"node {b.node_name} not found")
+            return
+        if b.volumes is not None and self.volumes is not None:
+            # the claims first (kube's BindPodVolumes), the pod once they are bound
+            self.volumes.bind(b, partial(self._bind_pod, b))
+            return
+        self._bind_pod(b)
+
+    def _bind_pod(self, b: Bind) -> None:
+        key = b.pod.key
+        if key in self.deleted or key not in self.pods:
+            self.scheduler.binding_done(key, "pod not found")
             return
         old = self.pods[key]
         spec = old.get("spec")
@@ -473,6 +494,7 @@ class MemoryCluster:
                     sched.next_wakeup(include_flush=False),
                     self._deletions[0][0] if self._deletions else None,
                     self.timeline.next_at() if self.timeline is not None else None,
+                    self.volumes.next_deadline() if self.volumes is not None else None,
                 )
                 if t is not None
             ]
@@ -488,6 +510,8 @@ class MemoryCluster:
             while self._deletions and self._deletions[0][0] <= self.clock.now():
                 _, _, key = heapq.heappop(self._deletions)
                 self._grace_over(key)
+            if self.volumes is not None:
+                self.volumes.fire_due(self.clock.now())
             due = self.timeline.next_at() if self.timeline is not None else None
             if self.timeline is not None and due is not None and due <= self.clock.now():
                 # the objects of one instant arrive together: a gang's gate sees all its members

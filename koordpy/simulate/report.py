@@ -317,6 +317,23 @@ def render_table(report: Report) -> str:
             ("VICTIM", "NODE", "PREEMPTOR", "TRIGGER POD", "MESSAGE"),
             [(v.victim, v.node, v.preemptor, v.triggerPod, _cell(v.message)) for v in report.preemptions],
         )
+    claims = report.extras.get("persistentVolumeClaims")
+    if isinstance(claims, list) and claims:
+        lines.append("")
+        lines += _table(
+            ("CLAIM", "PHASE", "VOLUME", "CLASS", "REQUEST"),
+            [
+                (
+                    f"{c.get('namespace')}/{c.get('name')}",
+                    _cell(c.get("phase")),
+                    _cell(c.get("volume")),
+                    _cell(c.get("storageClass")),
+                    _cell(c.get("request")),
+                )
+                for c in claims
+                if isinstance(c, Mapping)
+            ],
+        )
     lines.append("")
     lines.append(summary_line(report))
     quotas = report.extras.get("quotas")

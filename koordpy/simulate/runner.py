@@ -17,6 +17,7 @@ from koordpy.framework.clock import VirtualClock
 from koordpy.plugins import registry
 from koordpy.plugins.coscheduling.gang import membership
 from koordpy.scheduler import Scheduler
+from koordpy.simulate.claims import STORAGE_KINDS
 from koordpy.simulate.gangs import PodGroupHistory, add_pod_groups
 from koordpy.simulate.jobs import JobState, job_statuses
 from koordpy.simulate.loader import Scenario
@@ -24,6 +25,8 @@ from koordpy.simulate.memory import SUCCEEDED, Eviction, MemoryCluster
 from koordpy.simulate.quotas import add_quotas
 from koordpy.simulate.report import PodGroupResult, PodResult, PreemptionResult, Report
 from koordpy.simulate.timeline import Timeline
+from koordpy.simulate.volumereport import add_volumes
+from koordpy.simulate.volumes import VolumeWorld
 from koordpy.status.fragmentation import GPU, fragmentation
 from koordpy.status.topology import TopologySpecError, build_tree, detail_status, parse_layer_chain
 
@@ -48,6 +51,7 @@ def build_world(scenario: Scenario, config: SchedulerConfiguration) -> MemoryClu
     clock = VirtualClock(0.0)
     scheduler = Scheduler(config, registry(), clock)
     world = MemoryCluster(scheduler, clock)
+    world.volumes = volumes = VolumeWorld(scheduler, clock)
     if scenario.has_timeline:
         world.timeline = Timeline()
         PodGroupHistory(world).install()
@@ -69,6 +73,11 @@ def build_world(scenario: Scenario, config: SchedulerConfiguration) -> MemoryClu
         arrive(("ClusterNetworkTopology", "", name), _handing(scheduler, "ClusterNetworkTopology", topology))
     for quota in scenario.elastic_quotas:
         arrive(("ElasticQuota", quota.namespace, quota.name), _handing(scheduler, "ElasticQuota", quota.raw))
+    # classes and volumes before the claims that bind to them (see koordpy.simulate.claims)
+    for kind in STORAGE_KINDS:
+        for obj in scenario.storage:
+            if obj.kind == kind:
+                arrive(obj.key, partial(volumes.add, obj.kind, obj.raw))
     for pc in scenario.priority_classes:
         # admission read it already; its arrival is a step of the timeline all the same
         arrive(("PriorityClass", "", pc.name), _nothing)
@@ -464,6 +473,7 @@ def build_report(world: MemoryCluster, scenario: Scenario) -> Report:
     add_fragmentation(world, report)
     add_topology_status(world, scenario, report)
     add_timeline(world, scenario, report)
+    add_volumes(world, report)
     for hook in REPORT_HOOKS:
         hook(world, scenario, report)
     return report

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from koordpy.simulate.claims import with_claim_volumes
 from koordpy.simulate.objects import Entry, shown, type_name
 
 WORKLOAD_KINDS = frozenset({"ReplicaSet", "Deployment", "StatefulSet", "Job"})
@@ -138,8 +139,11 @@ def _string_map(entry: Entry, value: Any, field: str) -> dict[str, Any]:
     return dict(value)
 
 
-def stamp_pods(entry: Entry) -> Iterator[dict[str, Any]]:
-    """The pods a workload's controller creates, as API dicts before defaulting."""
+def stamp_pods(
+    entry: Entry, claim_templates: list[Mapping[str, Any]] | None = None
+) -> Iterator[dict[str, Any]]:
+    """The pods a workload's controller creates, as API dicts before defaulting; a StatefulSet's
+    with a volume naming the claim of each of its `claim_templates` (see koordpy.simulate.claims)."""
     spec = _spec(entry)
     template = spec.get("template")
     if not isinstance(template, Mapping):
@@ -189,7 +193,11 @@ def stamp_pods(entry: Entry) -> Iterator[dict[str, Any]]:
                 "annotations": pod_annotations,
                 "ownerReferences": [dict(owner)],
             },
-            "spec": shared_spec,
+            "spec": (
+                with_claim_volumes(shared_spec, claim_templates, entry.name, index)
+                if claim_templates
+                else shared_spec
+            ),
         }
 
 

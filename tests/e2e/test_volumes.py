@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import subprocess
 import sys
 import uuid
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes_asyncio import client
 from kubernetes_asyncio import config as k8s_config
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -402,6 +404,90 @@ async def test_a_gang_whose_members_each_have_a_claim_is_bound_whole(
             selected = next(i for i, w in enumerate(writes) if w.name == f"data-{member}")
             bound = next(i for i, w in enumerate(writes) if w.subresource == "binding" and w.name == member)
             assert selected < bound, member
+
+
+async def test_a_snapshot_holds_the_storage_and_a_dry_run_places_a_claim_on_its_free_volume(
+    audited_control_plane: ControlPlane,
+    admin: client.ApiClient,
+    nodes: dict[str, str],
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    """`koordpy snapshot` reads the six storage kinds, and `simulate --from-cluster` places a new
+    pod whose claim only one free local volume can serve on that volume's node."""
+    core, storage = client.CoreV1Api(admin), client.StorageV1Api(admin)
+    names = sorted(nodes)
+    label = next(iter(nodes.values())).rsplit("-", 1)[-1]
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(CONFIG))
+    kubeconfig = str(audited_control_plane.kubeconfig)
+    driver, suffix = f"csi-{_suffix()}.koordpy.test", _suffix()
+    made: list[tuple[Any, str]] = []
+    async with storage_class(admin, "kubernetes.io/no-provisioner") as local:
+        try:
+            # a local volume per node; all but the last are taken by other claims
+            for i, node in enumerate(names):
+                ref = {"namespace": "elsewhere", "name": f"other-{i}"} if i < len(names) - 1 else None
+                await core.create_persistent_volume(local_volume(f"local-{local}-{i}", node, local, ref))
+                made.append((core.delete_persistent_volume, f"local-{local}-{i}"))
+            await core.create_namespaced_persistent_volume_claim(namespace, claim_manifest("data", local))
+            body: Any = {
+                "metadata": {"name": driver},
+                "spec": {"attachRequired": False, "storageCapacity": True},
+            }
+            await storage.create_csi_driver(body)
+            made.append((storage.delete_csi_driver, driver))
+            body = {
+                "metadata": {"name": names[0]},
+                "spec": {"drivers": [{"name": driver, "nodeID": names[0], "allocatable": {"count": 4}}]},
+            }
+            await storage.create_csi_node(body)
+            made.append((storage.delete_csi_node, names[0]))
+            body = {
+                "metadata": {"name": f"cap-{suffix}"},
+                "storageClassName": local,
+                "nodeTopology": {"matchLabels": {HOSTNAME: names[0]}},
+                "capacity": "100Gi",
+            }
+            await storage.create_namespaced_csi_storage_capacity(namespace, body)
+
+            scenario = tmp_path / "cluster.yaml"
+            result = _koordpy(
+                "snapshot", "--kubeconfig", kubeconfig, "--config", str(config), "-o", str(scenario)
+            )
+            assert result.returncode == 0, result.stderr
+            held = {(d["kind"], d["metadata"]["name"]) for d in yaml.safe_load_all(scenario.read_text())}
+            assert {
+                ("StorageClass", local),
+                ("PersistentVolume", f"local-{local}-0"),
+                ("PersistentVolumeClaim", "data"),
+                ("CSIDriver", driver),
+                ("CSINode", names[0]),
+                ("CSIStorageCapacity", f"cap-{suffix}"),
+            } <= held
+
+            new_pod = tmp_path / "pod.yaml"
+            manifest = pod_manifest("new", "data", label)
+            manifest["metadata"]["namespace"] = namespace
+            new_pod.write_text(yaml.safe_dump(manifest))
+            result = _koordpy(
+                "simulate",
+                "--from-cluster",
+                "--kubeconfig",
+                kubeconfig,
+                "--config",
+                str(config),
+                "-o",
+                "json",
+                str(new_pod),
+            )
+            assert result.returncode == 0, result.stderr
+            report = json.loads(result.stdout)
+            assert [(p["name"], p["node"]) for p in report["pods"]] == [("new", names[-1])]
+        finally:
+            for delete, name in reversed(made):
+                with contextlib.suppress(ApiException):
+                    await delete(name)
 
 
 def _koordpy(*args: str) -> subprocess.CompletedProcess[str]:
