@@ -37,6 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.bench_scheduling import machine
+from benchmarks.bench_volumes import WORKLOADS as VOLUMES
 
 HERE = Path(__file__).resolve().parent
 
@@ -86,6 +87,36 @@ class Workload:
 
 
 SCHEDULING = pods_per_s(r"([\d.]+) pods/s \(scheduling")
+
+
+def volume_workloads() -> tuple[Workload, ...]:
+    """scheduler_perf's volumes/ workloads, from bench_volumes.py's table (sizes and floors)."""
+    out = []
+    for name, w in VOLUMES.items():
+        label = w.measured_size
+        quick = "500Nodes"
+        note = (
+            # the floors are not v1.33's: see bench_volumes.py
+            "floors of kubernetes commit 95f0849, in brackets 240d43d's"
+            if name == "SchedulingSecrets"
+            else "claims and volumes created bound, as scheduler_perf creates them"
+        )
+        out.append(
+            Workload(
+                name,
+                "volumes",
+                w.floor,
+                w.later_floor,
+                "bench_volumes.py",
+                Size(label, w.sizes[label][2], ("--workload", name)),
+                Size(quick, w.sizes[quick][2], ("--workload", name, "--quick")),
+                SCHEDULING,
+                note,
+            )
+        )
+    return tuple(out)
+
+
 WORKLOADS: tuple[Workload, ...] = (
     Workload(
         "SchedulingBasic",
@@ -174,6 +205,7 @@ WORKLOADS: tuple[Workload, ...] = (
         pods_per_s(r"([\d.]+) pods/s"),
         "Koordinator gang annotations, MustGather on the rack",
     ),
+    *volume_workloads(),
 )
 
 

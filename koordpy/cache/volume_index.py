@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+import numpy as np
+
 from koordpy.api.pod import Pod
 from koordpy.api.podvolumes import InlineVolume
 
@@ -28,7 +30,7 @@ def _bump(counts: dict[str, int], key: str, delta: int) -> None:
 
 
 class VolumeIndex:
-    __slots__ = ("_claim_rows", "_disk_rows", "_row_claims", "_row_inline")
+    __slots__ = ("_claim_rows", "_disk_rows", "_row_claims", "_row_inline", "_sizes")
 
     def __init__(self) -> None:
         # named claim -> row -> pods on the row naming it
@@ -39,6 +41,9 @@ class VolumeIndex:
         self._row_inline: dict[int, list[InlineVolume]] = {}
         # (kind, id) -> row -> those disks on the row: a disk conflict is looked up, not searched
         self._disk_rows: dict[tuple[str, str], dict[int, list[InlineVolume]]] = {}
+        # row -> its claims plus its inline disk entries: what `volume_bounds` reads for an array
+        # of rows at once (grown as rows come; rows past its end have none)
+        self._sizes = np.zeros(0, dtype=np.int64)
 
     def update(self, pod: Pod, row: int, delta: int) -> None:
         """The pod (which has volumes) was placed on (+1) or taken off (-1) the row."""
@@ -66,6 +71,18 @@ class VolumeIndex:
                     rows.pop(row, None)
                     if not rows:
                         del self._claim_rows[key]
+        self._resize(row)
+
+    def _resize(self, row: int) -> None:
+        size = len(self._row_claims.get(row, ())) + len(self._row_inline.get(row, ()))
+        sizes = self._sizes
+        if row >= sizes.size:
+            if not size:
+                return
+            grown = np.zeros(max(row + 1, 2 * sizes.size, 64), dtype=np.int64)
+            grown[: sizes.size] = sizes
+            self._sizes = sizes = grown
+        sizes[row] = size
 
     def _update_inline(self, inline: InlineVolume, row: int, delta: int) -> None:
         disk = (inline.kind, inline.id)
@@ -110,6 +127,19 @@ class VolumeIndex:
     def rows_with_disk(self, kind: str, disk_id: str) -> Mapping[int, Sequence[InlineVolume]]:
         """Row -> the inline disks of that kind and id its pods mount."""
         return self._disk_rows.get((kind, disk_id), _NO_DISKS)
+
+    def volume_bounds(self, rows: np.ndarray) -> np.ndarray:
+        """Per row of `rows`: the claims plus the inline disk entries of its pods, which bounds
+        the distinct volumes they use (each resolves to one volume at most)."""
+        sizes = self._sizes
+        out: np.ndarray
+        if rows.size and int(rows.max()) < sizes.size:
+            out = sizes[rows]
+            return out
+        out = np.zeros(rows.size, dtype=np.int64)
+        inside = rows < sizes.size
+        out[inside] = sizes[rows[inside]]
+        return out
 
     def rows(self) -> Iterable[int]:
         """The rows holding any pod with volumes."""

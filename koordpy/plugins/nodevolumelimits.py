@@ -10,8 +10,10 @@ Migration counts only on nodes with a CSINode; in-tree volumes that are not migr
 reports no limits, takes any number of volumes.
 
 Volumes pods on a node use come from the snapshot's volume index, so nominated pods and preemption
-dry runs (snapshot trials) are counted. Nodes with no pod using volumes need no walk: their count is
-the pod's own.
+dry runs (snapshot trials) are counted. Only nodes where the index's bound on their pods' volumes
+(claims plus inline disks) and the pod's own could pass a limit are counted volume by volume; on the
+others the pod's own volumes alone decide. Where no node limits the pod's drivers, Filter is
+skipped.
 """
 
 from __future__ import annotations
@@ -205,7 +207,22 @@ class NodeVolumeLimits(Plugin, PreFilterPlugin, FilterPlugin, QueueingHints):
                 if self._is_migrated(claim):
                     migrated.add(unique)
         state.write(_STATE_KEY, _State(volumes, frozenset(migrated), None))
+        if not self._can_fail(volumes):
+            # Filter would pass every node: skipped, it leaves preemption's dry runs to the arrays
+            return None, SKIP
         return None, None
+
+    def _can_fail(self, volumes: Mapping[str, str]) -> bool:
+        """Whether Filter can fail a node for these volumes: some node limits one of their
+        drivers, or a driver's CSIDriver keeps pods off nodes without it."""
+        limits = self._node_tables().limits
+        for driver in set(volumes.values()):
+            if driver in limits:
+                return True
+            csi_driver = self.catalog.csi_driver(driver)
+            if csi_driver is not None and csi_driver.prevent_scheduling_if_missing:
+                return True
+        return False
 
     def _malformed_source(self, claim: PersistentVolumeClaim) -> Status | None:
         """The claim's PV or class did not parse: the pod waits with that, never counted as if the
@@ -286,15 +303,23 @@ class NodeVolumeLimits(Plugin, PreFilterPlugin, FilterPlugin, QueueingHints):
         if wanted:
             # rows whose pods use no volume: the pod's own volumes against the limit
             exceeded = np.zeros(rows.size, dtype=bool)
-            for driver, count in wanted.items():
-                limit = limits[driver][rows]
+            per_driver = [(limits[driver][rows], count) for driver, count in wanted.items()]
+            for limit, count in per_driver:
                 exceeded |= (limit >= 0) & (count > limit)
             index = self.handle.snapshot.volumes
             if index:
-                self._fresh()
-                used_rows = set(index.rows())
-                for at, row in enumerate(rows.tolist()):
-                    if row in used_rows and not failed[at]:
+                # a row's pods use at most `bound` distinct volumes, so only where that many
+                # besides the pod's own could pass a limit can the full count say no: counting
+                # every row with volumes for each pod would grow with pods x nodes
+                bound = index.volume_bounds(rows)
+                maybe = np.zeros(rows.size, dtype=bool)
+                for limit, count in per_driver:
+                    maybe |= (limit >= 0) & (bound + count > limit)
+                maybe &= (bound > 0) & ~failed
+                if maybe.any():
+                    self._fresh()
+                    at_rows = np.flatnonzero(maybe)
+                    for at, row in zip(at_rows.tolist(), rows[at_rows].tolist(), strict=True):
                         exceeded[at] = self._exceeds(row, s.volumes, limits)
             failed |= exceeded
         if not failed.any():

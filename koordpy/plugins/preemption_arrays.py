@@ -47,7 +47,8 @@ from koordpy.plugins.noderesourcesfit import FitRequest
 # NodeResourcesFit's PreFilter state: the preemptor's request over the columns Filter checks
 _FIT_STATE_KEY = "PreFilter" + names.NODE_RESOURCES_FIT
 
-# filters whose verdict on a node reads the node object only
+# filters whose verdict on a node reads the node object only (and storage objects no eviction
+# changes: a volume bound to a claim stays bound when the pods using it go)
 _BLIND_TO_PODS = frozenset(
     {
         names.NODE_UNSCHEDULABLE,
@@ -55,6 +56,7 @@ _BLIND_TO_PODS = frozenset(
         names.TAINT_TOLERATION,
         names.NODE_AFFINITY,
         names.VOLUME_ZONE,
+        names.VOLUME_BINDING,
     }
 )
 

@@ -253,6 +253,33 @@ def test_pod_without_volumes_skips() -> None:
     assert status is None and NVL in state.skip_filter
 
 
+def test_skips_where_no_node_limits_the_drivers() -> None:
+    """Filter could fail no node (no CSINode limits the pod's driver, no CSIDriver keeps pods
+    off nodes without it): skipped, which lets preemption dry-run over the arrays."""
+    no_limit: list[dict[str, int | None] | None] = [None, {OTHER: 1}, {EBS: None}]
+    for limits in no_limit:
+        h = one_node([user("p", "a")], objects_for("a", "b"), limits)
+        state, _, status = h.pre_filter(incoming("b"))
+        assert status is None and NVL in state.skip_filter
+    h = one_node([user("p", "a")], objects_for("a", "b"), {EBS: 1})
+    state, _, _ = h.pre_filter(incoming("b"))
+    assert NVL not in state.skip_filter
+
+
+def test_many_nodes_full_count_only_where_a_limit_is_near() -> None:
+    """Nodes whose pods use fewer volumes than the limit less the pod's own are passed without
+    their volumes being counted; the node at the limit is still refused."""
+    nodes = [node_dict(f"n{i}") for i in range(1, 6)]
+    placed = [with_volumes(f"p{i}", claim_volume("v", f"c{i}"), node_name=f"n{i}") for i in range(1, 6)]
+    placed.append(with_volumes("q", claim_volume("v", "extra"), node_name="n3"))
+    objects = objects_for("c1", "c2", "c3", "c4", "c5", "extra", "new")
+    objects += [csi_node(f"n{i}", {EBS: 2}) for i in range(1, 6)]
+    h = StorageHarness(nodes, placed, plugins=[NVL], objects=objects)
+    assert sorted(h.feasible(incoming("new"))[0]) == ["n1", "n2", "n4", "n5"]
+    # the pod's volume already attached on n3 adds nothing there
+    assert "n3" in h.feasible(incoming("extra"))[0]
+
+
 # ----------------------------------------------------------------------------- trials and events
 def test_nominated_pods_are_counted_through_the_snapshot() -> None:
     h = one_node([], objects_for("a", "b"), {EBS: 1})

@@ -3,6 +3,7 @@ by trials whatever they did, rebuilt with the snapshot, and checked by its consi
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from koordpy.api.node import Node
@@ -36,6 +37,19 @@ def test_index_follows_placed_pods() -> None:
     assert [d.id for d in index.inline_on(n1)] == ["pd1"]
     assert list(index.rows_with_disk("gcePersistentDisk", "pd1")) == [n1]
     assert cache.snapshot.problems(cache_placed(cache)) == []
+
+
+def test_volume_bounds_per_row() -> None:
+    """Per row, the claims plus the inline disks of its pods (rows past any pod with volumes: 0)."""
+    cache = cache_with_pods()
+    snap = cache.snapshot
+    n1, n2 = snap.row_of["n1"], snap.row_of["n2"]
+    rows = np.array([n1, n2, 1000], dtype=np.int64)
+    assert snap.volumes.volume_bounds(rows).tolist() == [2, 2, 0]
+    with snap.trial() as trial:
+        trial.remove_pod(snap.info(n1).pods["default/a"], n1)
+        assert snap.volumes.volume_bounds(rows).tolist() == [0, 2, 0]
+    assert snap.volumes.volume_bounds(rows).tolist() == [2, 2, 0]
 
 
 def cache_placed(cache: Cache) -> dict[str, str]:

@@ -24,6 +24,7 @@ read, on a node whose CSINode lists the plugin as migrated, as the CSI volume it
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import numpy.typing as npt
@@ -226,13 +227,20 @@ class _Affinity:
     def _migrated_rows(self, plugin: str) -> Mask:
         rows = self._migrated.get(plugin)
         if rows is None:
-            # only volumes of in-tree plugins ask, so only their pods pay for a pass over the nodes
-            rows = np.zeros(self._masks.size, dtype=bool)
-            for row in self._snapshot.live_rows().tolist():
-                csi_node = self._catalog.csi_node(self._snapshot.node_name(row))
-                if row < rows.size and csi_node is not None and plugin in csi_node.migrated_plugins:
-                    rows[row] = True
+            # only volumes of in-tree plugins ask, and the pass over the nodes is made once per
+            # node and CSINode generation, not for each pod
+            version = self._catalog.csi_nodes_generation
+            scan = partial(self._scan_migrated, plugin)
+            rows = self._masks.cached(self._snapshot, ("migrated", plugin), version, scan)
             self._migrated[plugin] = rows
+        return rows
+
+    def _scan_migrated(self, plugin: str) -> Mask:
+        rows = np.zeros(self._masks.size, dtype=bool)
+        for row in self._snapshot.live_rows().tolist():
+            csi_node = self._catalog.csi_node(self._snapshot.node_name(row))
+            if row < rows.size and csi_node is not None and plugin in csi_node.migrated_plugins:
+                rows[row] = True
         return rows
 
     def mask(self, pv: PersistentVolume) -> Mask:

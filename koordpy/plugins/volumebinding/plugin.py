@@ -271,7 +271,12 @@ class VolumeBinding(
         broken = bound_volumes_problem(claims, catalog)
         if broken is not None:
             return None, unresolvable(broken)
-        state.write(_STATE_KEY, _State(claims))
+        st = _State(claims)
+        state.write(_STATE_KEY, st)
+        if not claims.delayed and not self._decisions(st).codes.any():
+            # every claim bound, to volumes every node can reach: Filter would pass every node, and
+            # skipped it leaves preemption's dry runs to the arrays (Reserve and PreBind still run)
+            return None, SKIP
         return None, None
 
     def _decisions(self, st: _State) -> Decisions:

@@ -15,7 +15,7 @@ depend on node objects only; `RowMasks` keeps them for one node generation of on
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
@@ -116,13 +116,15 @@ class RowMasks:
     a storage object's selection is computed once and shared by every pod and cycle until a node
     changes."""
 
-    __slots__ = ("_by_value", "_generation", "_masks", "_rows", "_snapshot_id", "size")
+    __slots__ = ("_by_value", "_generation", "_masks", "_own", "_rows", "_snapshot_id", "size")
 
     def __init__(self) -> None:
         self._masks: dict[Hashable, Mask] = {}
         self._rows: dict[Hashable, RowIndex] = {}
         # label key -> (rows sorted by value code, the codes in that order)
         self._by_value: dict[str, tuple[RowIndex, npt.NDArray[np.int32]]] = {}
+        # the callers' own masks (`cached`): key -> (version, mask)
+        self._own: dict[Hashable, tuple[Hashable, Mask]] = {}
         self._generation = -1
         self._snapshot_id = -1
         self.size = 0
@@ -132,6 +134,7 @@ class RowMasks:
             self._masks.clear()
             self._rows.clear()
             self._by_value.clear()
+            self._own.clear()
             self._generation = snapshot.node_generation
             self._snapshot_id = id(snapshot)
             self.size = snapshot.high_water
@@ -195,6 +198,19 @@ class RowMasks:
             return np.zeros(0, dtype=np.int64)
         rows: RowIndex = np.sort(np.concatenate(parts)) if len(parts) > 1 else parts[0]
         return rows
+
+    def cached(
+        self, snapshot: Snapshot, key: Hashable, version: Hashable, compute: Callable[[], Mask]
+    ) -> Mask:
+        """A mask of the caller's own, computed once per node generation and `version` (what it
+        depends on besides the nodes); only the latest version of each key is kept."""
+        self.sync(snapshot)
+        held = self._own.get(key)
+        if held is not None and held[0] == version:
+            return held[1]
+        mask = compute()
+        self._own[key] = (version, mask)
+        return mask
 
     def label_selector(self, snapshot: Snapshot, selector: LabelSelector) -> Mask:
         self.sync(snapshot)

@@ -47,6 +47,19 @@ def test_a_pod_without_claims_skips_the_plugin() -> None:
     assert status is None and VB in state.skip_filter
 
 
+def test_claims_bound_to_volumes_every_node_reaches_skip_filter() -> None:
+    """Filter would pass every node: skipped (preemption then dry-runs over the arrays); a bound
+    volume pinned to a node keeps it."""
+    bound = claim("pvc-a", "wait-sc", volume_name="pv-a", bound=True)
+    s = Storage(NODES, objects=[WAIT_SC, bound, volume("pv-a", "wait-sc", phase="Bound")])
+    state, status = s.pre_filter(claiming("pod-a", "pvc-a"))
+    assert status is None and VB in state.skip_filter
+    pinned = volume("pv-a", "wait-sc", affinity={HOSTNAME: ["node-a"]}, phase="Bound")
+    s = Storage(NODES, objects=[WAIT_SC, bound, pinned])
+    state, status = s.pre_filter(claiming("pod-a", "pvc-a"))
+    assert status is None and VB not in state.skip_filter
+
+
 @pytest.mark.parametrize(
     ("objects", "claims", "ephemeral", "message"),
     [
