@@ -50,6 +50,7 @@ from koordpy.framework.interfaces import (
     ScorePlugin,
 )
 from koordpy.framework.status import Status, unschedulable
+from koordpy.plugins.utilization_shape import MAX_CUSTOM_PRIORITY_SCORE, MAX_UTILIZATION, broken_linear_table
 
 NAME = names.NODE_RESOURCES_FIT
 
@@ -59,8 +60,6 @@ MOST_ALLOCATED: Final = "MostAllocated"
 REQUESTED_TO_CAPACITY_RATIO: Final = "RequestedToCapacityRatio"
 
 # RequestedToCapacityRatio shape scores are 0..10 in the configuration, 0..100 when scoring
-MAX_CUSTOM_PRIORITY_SCORE = 10
-MAX_UTILIZATION = 100
 
 TOO_MANY_PODS = "Too many pods"
 
@@ -391,29 +390,6 @@ def requested_column(snapshot: Any, view: RowView, name: str, col: int, use_requ
     if name in (CPU, MEMORY) and not use_requested:
         return view.column(snapshot.nonzero_requested, 0 if name == CPU else 1)
     return view.requested(snapshot, col)
-
-
-def broken_linear_table(shape: Sequence[UtilizationShapePoint]) -> np.ndarray:
-    """The shape function at every utilization 0..100, scores scaled to 0..100; between points the
-    line is evaluated in integers truncated toward zero, as kube-scheduler does."""
-    scale = MAX_NODE_SCORE // MAX_CUSTOM_PRIORITY_SCORE
-    points = [(p.utilization, p.score * scale) for p in shape]
-    table = np.empty(MAX_UTILIZATION + 1, dtype=np.int64)
-    for p in range(MAX_UTILIZATION + 1):
-        value = points[-1][1]
-        for i, (u, s) in enumerate(points):
-            if p <= u:
-                if i == 0:
-                    value = s
-                else:
-                    u0, s0 = points[i - 1]
-                    num = (s - s0) * (p - u0)
-                    den = u - u0
-                    step = abs(num) // den
-                    value = s0 + (step if num >= 0 else -step)
-                break
-        table[p] = value
-    return table
 
 
 class _ScorePlan:

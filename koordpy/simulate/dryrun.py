@@ -23,7 +23,7 @@ from koordpy.api.podgroup import gang_reference
 from koordpy.config.models import SchedulerConfiguration
 from koordpy.simulate.loader import Scenario
 from koordpy.simulate.memory import MemoryCluster
-from koordpy.simulate.report import BOUND, PENDING, PodGroupResult, PodResult, Report
+from koordpy.simulate.report import BOUND, PENDING, PodGroupResult, PodResult, Report, claim_lines
 from koordpy.simulate.runner import (
     DEFAULT_MAX_VIRTUAL_SECONDS,
     add_fragmentation,
@@ -338,19 +338,7 @@ def render_dry_run_table(report: DryRunReport) -> str:
         )
     if report.claims:
         lines.append("")
-        lines += _table(
-            ("CLAIM", "PHASE", "VOLUME", "CLASS", "REQUEST"),
-            [
-                (
-                    f"{c.get('namespace')}/{c.get('name')}",
-                    _cell(c.get("phase")),
-                    _cell(c.get("volume")),
-                    _cell(c.get("storageClass")),
-                    _cell(c.get("request")),
-                )
-                for c in report.claims
-            ],
-        )
+        lines += claim_lines(report.claims)
     bound = sum(1 for p in report.pods if p.phase == BOUND)
     pending = sum(1 for p in report.pods if p.phase == PENDING)
     lines += [

@@ -227,6 +227,24 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     return lines
 
 
+def claim_lines(claims: Sequence[object]) -> list[str]:
+    """The claims table of a report (`persistentVolumeClaims`), one line per claim."""
+    return _table(
+        ("CLAIM", "PHASE", "VOLUME", "CLASS", "REQUEST"),
+        [
+            (
+                f"{c.get('namespace')}/{c.get('name')}",
+                _cell(c.get("phase")),
+                _cell(c.get("volume")),
+                _cell(c.get("storageClass")),
+                _cell(c.get("request")),
+            )
+            for c in claims
+            if isinstance(c, Mapping)
+        ],
+    )
+
+
 def _plural(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
@@ -320,20 +338,7 @@ def render_table(report: Report) -> str:
     claims = report.extras.get("persistentVolumeClaims")
     if isinstance(claims, list) and claims:
         lines.append("")
-        lines += _table(
-            ("CLAIM", "PHASE", "VOLUME", "CLASS", "REQUEST"),
-            [
-                (
-                    f"{c.get('namespace')}/{c.get('name')}",
-                    _cell(c.get("phase")),
-                    _cell(c.get("volume")),
-                    _cell(c.get("storageClass")),
-                    _cell(c.get("request")),
-                )
-                for c in claims
-                if isinstance(c, Mapping)
-            ],
-        )
+        lines += claim_lines(claims)
     lines.append("")
     lines.append(summary_line(report))
     quotas = report.extras.get("quotas")

@@ -17,9 +17,8 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from koordpy.framework.interfaces import MAX_NODE_SCORE
+from koordpy.plugins.utilization_shape import broken_linear_table
 from koordpy.plugins.volumebinding.args import (
-    MAX_CUSTOM_PRIORITY_SCORE,
     MAX_UTILIZATION,
     UtilizationShapePoint,
 )
@@ -31,22 +30,8 @@ Ints = npt.NDArray[np.int64]
 
 def shape_table(shape: Sequence[UtilizationShapePoint]) -> Ints:
     """kube's BuildBrokenLinearFunction at every utilization 0..100, the shape's scores scaled to
-    0..100; between points the line is computed in integers truncated toward zero, as in Go."""
-    scale = MAX_NODE_SCORE // MAX_CUSTOM_PRIORITY_SCORE
-    points = [(p.utilization, p.score * scale) for p in shape]
-    table = np.empty(MAX_UTILIZATION + 1, dtype=np.int64)
-    for p in range(MAX_UTILIZATION + 1):
-        value = points[-1][1]
-        for i, (u, s) in enumerate(points):
-            if p <= u:
-                if i == 0:
-                    value = s
-                else:
-                    u0, s0 = points[i - 1]
-                    num, den = (s - s0) * (p - u0), u - u0
-                    value = s0 + (abs(num) // den) * (1 if num >= 0 else -1)
-                break
-        table[p] = value
+    0..100: the same function as NodeResourcesFit's RequestedToCapacityRatio."""
+    table: Ints = broken_linear_table(shape)
     return table
 
 
