@@ -185,6 +185,36 @@ KNOWN_PLUGINS: tuple[KnownPlugin, ...] = (
         Support.UNSUPPORTED,
         "koordpy's gangs are PodGroups and gang annotations, placed by Coscheduling; " + _WITHOUT,
     ),
+    KnownPlugin(
+        "NodeDeclaredFeatures",
+        (KUBE_SCHEDULER,),
+        "filters nodes by the features they declare (status.declaredFeatures) against those the "
+        "pod's spec needs (v1.37)",
+        Support.UNSUPPORTED,
+        "koordpy does not read the features nodes declare; " + _WITHOUT,
+    ),
+    KnownPlugin(
+        "DeferredPodScheduling",
+        (KUBE_SCHEDULER,),
+        "keeps a pod whose in-place resize the kubelet deferred from being placed by preemption where "
+        "the node forbids it (v1.37, behind InPlacePodVerticalScalingSchedulerPreemption)",
+        Support.UNSUPPORTED,
+        _WITHOUT,
+    ),
+    KnownPlugin(
+        "TopologyPlacementGenerator",
+        (KUBE_SCHEDULER,),
+        "proposes placements of a Workload's pod group by its topology constraints (v1.37, alpha)",
+        Support.UNSUPPORTED,
+        "koordpy places gangs by topology with Coscheduling and a ClusterNetworkTopology; " + _WITHOUT,
+    ),
+    KnownPlugin(
+        "PodGroupPodsCount",
+        (KUBE_SCHEDULER,),
+        "scores a pod group's placements by how many of its pods they hold (v1.37, alpha)",
+        Support.UNSUPPORTED,
+        _WITHOUT,
+    ),
     # ------------------------------------------------------------------ koord-scheduler
     KnownPlugin(
         "Coscheduling",
