@@ -8,6 +8,7 @@ reported as `InvalidSpec` while every other pod keeps being scheduled.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -446,22 +447,32 @@ _INVALID_DEFAULTS: dict[str, Any] = {
 # cached). Pods decoded from an apiserver each have their own copy, found by content: the spec's
 # canonical JSON without `nodeName` (which parsing does not read), a few microseconds against a
 # parse that costs well over a hundred.
+#
+# Both are kept small and hold little: in a cluster every Job's or gang's pods carry labels of their
+# own, so entries keep coming; the identity cache keeps the spec itself alive (only the simulator's
+# pods of one template, stamped in a row, find it), and the content cache is keyed by a digest of
+# the content, not the content (a spec's JSON is kilobytes).
 _SPEC_CACHE: dict[tuple[int, str, frozenset[tuple[str, str]]], tuple[Any, dict[str, Any]]] = {}
 _SPEC_CONTENT_CACHE: dict[tuple[bytes, str, frozenset[tuple[str, str]]], dict[str, Any]] = {}
-_SPEC_CACHE_LIMIT = 4096
+_SPEC_CACHE_LIMIT = 256
+_SPEC_CONTENT_CACHE_LIMIT = 1024
 
 
 def _spec_content(spec: Any) -> bytes | None:
+    """A digest of the spec's canonical JSON (128 bits: two different specs never share one in
+    practice)."""
     if not isinstance(spec, Mapping):
         return None
     try:
-        return orjson.dumps({k: v for k, v in spec.items() if k != "nodeName"}, option=orjson.OPT_SORT_KEYS)
+        without_node = {k: v for k, v in spec.items() if k != "nodeName"}
+        content = orjson.dumps(without_node, option=orjson.OPT_SORT_KEYS)
     except TypeError:  # not JSON (an object built in code, a YAML date): parsed without the cache
         return None
+    return hashlib.blake2b(content, digest_size=16).digest()
 
 
-def _remember(cache: dict[Any, Any], key: Any, value: Any) -> None:
-    if len(cache) >= _SPEC_CACHE_LIMIT:
+def _remember(cache: dict[Any, Any], key: Any, value: Any, limit: int) -> None:
+    if len(cache) >= limit:
         cache.pop(next(iter(cache)))
     cache[key] = value
 
@@ -479,9 +490,9 @@ def _parse_spec_cached(obj: Mapping[str, Any], namespace: str, labels: dict[str,
         if found is not None:
             return found
     fields = _parse_spec(obj, namespace, labels)
-    _remember(_SPEC_CACHE, key, (spec, fields))
+    _remember(_SPEC_CACHE, key, (spec, fields), _SPEC_CACHE_LIMIT)
     if content is not None:
-        _remember(_SPEC_CONTENT_CACHE, (content, namespace, label_set), fields)
+        _remember(_SPEC_CONTENT_CACHE, (content, namespace, label_set), fields, _SPEC_CONTENT_CACHE_LIMIT)
     return fields
 
 

@@ -35,8 +35,11 @@ _INITIAL_CAPACITY = 64
 # node changes remembered for readers that follow them row by row (at least this many, and at
 # least as many as rows); a reader further behind reads every row again
 _NODE_LOG_KEPT = 4096
-# request vectors remembered by the identity of the pod's requests mapping (about one per pod)
+# request vectors remembered by their amounts
 _MAPPINGS_REMEMBERED = 16384
+# ... and by the identity of the pod's requests mapping (about one per pod, each kept alive while
+# remembered: enough for the pods being placed and moved now, not a cluster's history)
+_MAPPINGS_BY_IDENTITY = 4096
 # dense request vectors (for readers) kept while their cells, summed, stay under this: with
 # thousands of resource names each vector is that wide
 _VECTOR_CELLS_REMEMBERED = 1 << 21
@@ -457,7 +460,7 @@ class Snapshot:
             if len(self._requests) >= _MAPPINGS_REMEMBERED:
                 self._requests.clear()
             self._requests[key] = found
-        if len(self._request_of_mapping) >= _MAPPINGS_REMEMBERED:
+        if len(self._request_of_mapping) >= _MAPPINGS_BY_IDENTITY:
             self._request_of_mapping.clear()
         self._request_of_mapping[id(requests)] = (requests, found)
         return found
