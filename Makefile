@@ -39,7 +39,7 @@ lint: install
 unit: install
 	$(BIN)/pytest -q --ignore=tests/e2e
 
-# builds kube-apiserver, etcd and KWOK from Go modules into $(KOORDPY_CACHE_DIR)/bin when missing
+# builds kube-apiserver, kube-controller-manager, etcd, KWOK and helm from Go modules into $(KOORDPY_CACHE_DIR)/bin when missing
 controlplane:
 	@if command -v go >/dev/null 2>&1; then bash hack/controlplane/build.sh; \
 	else echo "koordpy: no Go toolchain: the end-to-end tests will be skipped (a failure under CI=true)"; fi

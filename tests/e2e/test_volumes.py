@@ -316,6 +316,62 @@ async def test_a_set_of_pods_gets_the_free_local_volumes(
                     await core.delete_persistent_volume(pv_name)
 
 
+async def test_a_statefulset_with_local_volumes_runs_on_the_nodes_of_its_free_volumes(
+    admin: client.ApiClient,
+    world: KubeWorld,
+    nodes: dict[str, str],
+    namespace: str,
+) -> None:
+    """A StatefulSet of three replicas with a volumeClaimTemplate of a no-provisioner
+    WaitForFirstConsumer class, and one local volume per node, one of them already taken: the
+    StatefulSet controller creates the claims and the pods, koordpy puts each pod on the node of a
+    free volume, and the PV controller binds each claim to the volume on its pod's node."""
+    core, apps = client.CoreV1Api(admin), client.AppsV1Api(admin)
+    names = sorted(nodes)
+    label = next(iter(nodes.values())).rsplit("-", 1)[-1]
+    async with storage_class(admin, "kubernetes.io/no-provisioner") as local:
+        volumes = {f"local-{local}-{i}": node for i, node in enumerate(names)}
+        taken = f"local-{local}-0"
+        for pv_name, node in volumes.items():
+            ref = {"namespace": "elsewhere", "name": "other"} if pv_name == taken else None
+            await core.create_persistent_volume(local_volume(pv_name, node, local, ref))
+        try:
+            template = pod_manifest("unused", "unused", label, labels={"app": "db"})
+            template["spec"]["volumes"] = []
+            body: Any = {
+                "apiVersion": "apps/v1",
+                "kind": "StatefulSet",
+                "metadata": {"name": "db"},
+                "spec": {
+                    "replicas": 3,
+                    "podManagementPolicy": "Parallel",
+                    "serviceName": "db",
+                    "selector": {"matchLabels": {"app": "db"}},
+                    "template": {"metadata": {"labels": {"app": "db"}}, "spec": template["spec"]},
+                    "volumeClaimTemplates": [claim_manifest("data", local)],
+                },
+            }
+            await apps.create_namespaced_stateful_set(namespace, body)
+            pods = [f"db-{i}" for i in range(3)]
+            placed = await eventually(
+                lambda: all_bound(core, namespace, pods), timeout=90, what="the set's 3 pods bound"
+            )
+            claims = await eventually(
+                lambda: _bound_claims(core, namespace, 3), timeout=60, what="the set's claims Bound"
+            )
+            used_nodes = {placed[p].spec.node_name for p in pods}
+            assert len(used_nodes) == 3 and volumes[taken] not in used_nodes
+            for i, pod in enumerate(pods):
+                pv_name = claims[f"data-db-{i}"].spec.volume_name
+                assert volumes[pv_name] == placed[pod].spec.node_name, (pod, pv_name)
+        finally:
+            with contextlib.suppress(ApiException):
+                await apps.delete_namespaced_stateful_set("db", namespace)
+            for pv_name in volumes:
+                with contextlib.suppress(ApiException):
+                    await core.delete_persistent_volume(pv_name)
+
+
 async def test_a_wait_for_first_consumer_claim_is_provisioned_in_the_chosen_nodes_zone(
     audited_control_plane: ControlPlane,
     admin: client.ApiClient,

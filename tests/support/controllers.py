@@ -31,8 +31,9 @@ FEATURE_GATES: Mapping[str, bool] = {
 RUNTIME_CONFIG: Mapping[str, bool] = {"scheduling.k8s.io/v1beta1": True}
 
 # The controllers the tests rely on, by their canonical names (kube-controller-manager
-# cmd/kube-controller-manager/names). Left out on purpose: the ReplicaSet, Deployment and
-# StatefulSet controllers (tests create the pods those would, and check that nothing else does), the
+# cmd/kube-controller-manager/names). The StatefulSet controller stamps a set's pods and the claims of
+# its volumeClaimTemplates, as volume scheduling meets them. Left out on purpose: the ReplicaSet and
+# Deployment controllers (tests create the pods those would, and check that nothing else does), the
 # ServiceAccount controllers (the apiserver runs without the ServiceAccount admission plugin), the
 # node lifecycle controller (it would taint and evict on KWOK nodes whose leases lag) and the
 # PVC/PV protection controllers (the apiserver runs without the StorageObjectInUseProtection
@@ -44,6 +45,7 @@ CONTROLLERS: Sequence[str] = (
     "pod-garbage-collector-controller",
     "job-controller",
     "resourceclaim-controller",
+    "statefulset-controller",
 )
 
 
