@@ -1,7 +1,8 @@
 """Storage objects as scheduling reads them: PersistentVolume, PersistentVolumeClaim, StorageClass,
-CSINode, CSIDriver, CSIStorageCapacity. Each view is built once per object; malformed input raises
-a SpecError naming the field, whatever JSON value sits in any field (the catalog remembers the
-error, and a pod needing the object waits with it rather than being placed as if it were absent).
+CSINode, CSIDriver, CSIStorageCapacity, VolumeAttachment. Each view is built once per object;
+malformed input raises a SpecError naming the field, whatever JSON value sits in any field (the
+catalog remembers the error, and a pod needing the object waits with it rather than being placed
+as if it were absent).
 """
 
 from __future__ import annotations
@@ -529,6 +530,37 @@ def _parse_capacity(obj: Mapping[str, Any]) -> CSIStorageCapacity:
         node_topology=LabelSelector.from_dict(obj.get("nodeTopology"), "nodeTopology"),
         capacity=_bytes(obj.get("capacity"), "capacity"),
         maximum_volume_size=_bytes(obj.get("maximumVolumeSize"), "maximumVolumeSize"),
+        raw=obj,
+    )
+
+
+# ----------------------------------------------------------------------------- VolumeAttachment
+@dataclass(frozen=True, slots=True)
+class VolumeAttachment:
+    """A volume attached (or being attached, or not yet detached) to a node: it takes one of the
+    node's slots for its driver whether or not a pod there still uses it."""
+
+    name: str
+    attacher: str
+    node_name: str
+    # spec.source.persistentVolumeName; "" for an inline volume (which is not counted)
+    pv_name: str
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @staticmethod
+    def from_dict(obj: Mapping[str, Any]) -> VolumeAttachment:
+        return _parsed("VolumeAttachment", _parse_attachment, obj)
+
+
+def _parse_attachment(obj: Mapping[str, Any]) -> VolumeAttachment:
+    meta = _meta(obj, namespaced=False)
+    spec = _mapping(obj.get("spec"), "spec")
+    source = _mapping(spec.get("source"), "spec.source")
+    return VolumeAttachment(
+        name=meta.name,
+        attacher=_string(spec.get("attacher"), "spec.attacher"),
+        node_name=_string(spec.get("nodeName"), "spec.nodeName"),
+        pv_name=_string(source.get("persistentVolumeName"), "spec.source.persistentVolumeName"),
         raw=obj,
     )
 

@@ -236,6 +236,7 @@ STORAGE_KINDS = (
     "CSINode",
     "CSIDriver",
     "CSIStorageCapacity",
+    "VolumeAttachment",
 )
 
 
@@ -254,6 +255,8 @@ def _held(
         return catalog.csi_node(key) is not None
     if kind == "CSIDriver":
         return catalog.csi_driver(key) is not None
+    if kind == "VolumeAttachment":
+        return catalog.attachment(key) is not None
     class_name = str(obj.get("storageClassName") or "")
     if class_name not in capacities:
         # each class's capacities once per audit: a cluster publishes one per topology segment

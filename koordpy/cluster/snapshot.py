@@ -89,7 +89,8 @@ PODS = informer.ALL_PODS
 PDBS = informer.PDBS
 CONFIGMAPS = Resource("ConfigMap", "v1", "configmaps")
 # storage, what the pods' claims refer to: classes, drivers, each node's CSI drivers, volumes,
-# claims, and the capacity CSI drivers publish per topology segment. A kind the apiserver does not
+# claims, the capacity CSI drivers publish per topology segment, and the volumes attached to each
+# node (which take its CSI drivers' slots until detached). A kind the apiserver does not
 # serve (an old release without storage.k8s.io/v1 CSIStorageCapacity) holds no object: it is left
 # out of the snapshot, as an absent CRD is
 STORAGE = tuple(
@@ -101,6 +102,7 @@ STORAGE = tuple(
         informer.PERSISTENT_VOLUMES,
         informer.PERSISTENT_VOLUME_CLAIMS,
         informer.CSI_STORAGE_CAPACITIES,
+        informer.VOLUME_ATTACHMENTS,
     )
 )
 # the order of the file: what the pods refer to first

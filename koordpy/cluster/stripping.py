@@ -203,6 +203,7 @@ _CLUSTER_SCOPED = frozenset(
         "StorageClass",
         "CSINode",
         "CSIDriver",
+        "VolumeAttachment",
     }
 )
 # what is read of a StorageClass and a CSIStorageCapacity: their fields are at the top level
@@ -251,7 +252,8 @@ def strip_object(
     elif kind != "Namespace":
         # PodGroups (a gang's status carries its schedule start), PodDisruptionBudgets
         # (disruptionsAllowed), ElasticQuotas (used), PersistentVolumes and their claims (the
-        # phase, what a claim is bound to), CSINodes and CSIDrivers: spec and status are what is read
+        # phase, what a claim is bound to), CSINodes, CSIDrivers and VolumeAttachments: spec and
+        # status are what is read
         for key in ("spec", "status"):
             if obj.get(key) is not None:
                 out[key] = obj[key]

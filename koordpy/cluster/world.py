@@ -1,12 +1,13 @@
 """The cluster world that feeds the scheduler and carries out its decisions.
 
 Informers list and watch Nodes, Pods, Namespaces, PodDisruptionBudgets, the storage objects
-(PersistentVolumes and their claims, StorageClasses, CSINodes, CSIDrivers, CSIStorageCapacities)
-and koordpy's custom resources and feed the scheduler's synchronous core; the scheduling loop runs
-cycles and turns the decisions the core drains into API calls: bindings (through `pods/binding`,
-after the volumes a pod's claims need are bound: `cluster.volumes`), status patches
-(`cluster.writes`), evictions and `events.k8s.io/v1` Events (`cluster.events`). Every call that
-blocks runs in its own task, so the next scheduling cycle never waits for the last pod's binding.
+(PersistentVolumes and their claims, StorageClasses, CSINodes, CSIDrivers, CSIStorageCapacities,
+VolumeAttachments) and koordpy's custom resources and feed the scheduler's synchronous core; the
+scheduling loop runs cycles and turns the decisions the core drains into API calls: bindings
+(through `pods/binding`, after the volumes a pod's claims need are bound: `cluster.volumes`),
+status patches (`cluster.writes`), evictions and `events.k8s.io/v1` Events (`cluster.events`).
+Every call that blocks runs in its own task, so the next scheduling cycle never waits for the last
+pod's binding.
 
 All API traffic goes through `koordpy.kubeapi.KubeApi`. `cluster.app` wires a world into
 `koordpy run` (health, leader election, the embedded operators).

@@ -91,6 +91,9 @@ STORAGE_CLASSES = Resource("StorageClass", "storage.k8s.io/v1", "storageclasses"
 CSI_NODES = Resource("CSINode", "storage.k8s.io/v1", "csinodes", namespaced=False)
 CSI_DRIVERS = Resource("CSIDriver", "storage.k8s.io/v1", "csidrivers", namespaced=False)
 CSI_STORAGE_CAPACITIES = Resource("CSIStorageCapacity", "storage.k8s.io/v1", "csistoragecapacities")
+VOLUME_ATTACHMENTS = Resource(
+    "VolumeAttachment", "storage.k8s.io/v1", "volumeattachments", namespaced=False
+)
 STORAGE = (
     STORAGE_CLASSES,
     PERSISTENT_VOLUMES,
@@ -98,6 +101,7 @@ STORAGE = (
     CSI_NODES,
     CSI_DRIVERS,
     CSI_STORAGE_CAPACITIES,
+    VOLUME_ATTACHMENTS,
 )
 WATCHED = (
     NAMESPACES,

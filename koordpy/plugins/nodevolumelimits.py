@@ -9,11 +9,15 @@ Migration counts only on nodes with a CSINode; in-tree volumes that are not migr
 (kube-scheduler 1.37 has no in-tree limits any more). A node without a CSINode, or whose CSINode
 reports no limits, takes any number of volumes.
 
+A node's VolumeAttachments count too (kube 1.37): an attachment of a CSI PV is the PV's volume under
+the attacher's name, merged with its pods' volumes so that a volume both attached and used is
+counted once; it holds a slot until it is deleted, after its pods are gone.
+
 Volumes pods on a node use come from the snapshot's volume index, so nominated pods and preemption
 dry runs (snapshot trials) are counted. Only nodes where the index's bound on their pods' volumes
-(claims plus inline disks) and the pod's own could pass a limit are counted volume by volume; on the
-others the pod's own volumes alone decide. Where no node limits the pod's drivers, Filter is
-skipped.
+(claims plus inline disks), plus their attachments, and the pod's own could pass a limit are
+counted volume by volume; on the others the pod's own volumes alone decide. Where no node limits
+the pod's drivers, Filter is skipped.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ from koordpy.plugins.storagecatalog import (
     PERSISTENT_VOLUME,
     PERSISTENT_VOLUME_CLAIM,
     STORAGE_CLASS,
+    VOLUME_ATTACHMENT,
     StorageCatalog,
 )
 
@@ -69,6 +74,7 @@ MIGRATABLE_PROVISIONERS = MIGRATED_PLUGINS | {"kubernetes.io/azure-file", "kuber
 CSI_NODE_ADD = ClusterEvent(CSI_NODE, "Add")
 CSI_NODE_UPDATE = ClusterEvent(CSI_NODE, "Update")
 PVC_ADD = ClusterEvent(PERSISTENT_VOLUME_CLAIM, "Add")
+VOLUME_ATTACHMENT_DELETE = ClusterEvent(VOLUME_ATTACHMENT, "Delete")
 
 # (CSI driver, volume handle)
 Volume = tuple[str, str]
@@ -119,10 +125,13 @@ class NodeVolumeLimits(Plugin, PreFilterPlugin, FilterPlugin, QueueingHints):
         # what the CSINodes say per row, for one CSINode and node generation
         self._tables = _NodeTables(np.zeros(0, dtype=bool), {}, {})
         self._tables_key: tuple[int, int, int] = (-1, -1, -1)
+        # per row, how many VolumeAttachments name the node, for one attachment and node generation
+        self._attached = np.zeros(0, dtype=np.int64)
+        self._attached_key: tuple[int, int, int] = (-1, -1, -1)
 
     # ------------------------------------------------------------------------- events
     def events_to_register(self) -> Sequence[ClusterEvent]:
-        return (CSI_NODE_ADD, CSI_NODE_UPDATE, POD_DELETE, PVC_ADD)
+        return (CSI_NODE_ADD, CSI_NODE_UPDATE, POD_DELETE, PVC_ADD, VOLUME_ATTACHMENT_DELETE)
 
     def queueing_hints(self) -> Sequence[ClusterEventWithHint]:
         return (
@@ -131,6 +140,7 @@ class NodeVolumeLimits(Plugin, PreFilterPlugin, FilterPlugin, QueueingHints):
             ClusterEventWithHint(CSI_NODE_UPDATE, self.after_csi_node_update),
             ClusterEventWithHint(POD_DELETE, self.after_pod_delete),
             ClusterEventWithHint(PVC_ADD, self.after_claim_add),
+            ClusterEventWithHint(VOLUME_ATTACHMENT_DELETE, self.after_attachment_delete),
         )
 
     def hint_shape(self, pod: Pod) -> Hashable:
@@ -163,6 +173,20 @@ class NodeVolumeLimits(Plugin, PreFilterPlugin, FilterPlugin, QueueingHints):
 
     def after_claim_add(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
         return claim_added_hint(pod, new, ephemeral=True)
+
+    def after_attachment_delete(self, pod: Pod, old: Any, new: Any) -> QueueingHint:
+        """kube's isSchedulableAfterVolumeAttachmentDeleted: the pod names a claim (a generic
+        ephemeral volume does not count, as in kube), or has an inline disk migrated to the
+        deleted attachment's attacher."""
+        spec = old.get("spec") if isinstance(old, Mapping) else None
+        attacher = spec.get("attacher") if isinstance(spec, Mapping) else None
+        for v in pod.volumes:
+            if v.claim_name and not v.ephemeral:
+                return QueueingHint.QUEUE
+            plugin = v.inline.in_tree_plugin if v.inline is not None else ""
+            if plugin and attacher == migrated_driver(plugin):
+                return QueueingHint.QUEUE
+        return QueueingHint.QUEUE_SKIP
 
     # ------------------------------------------------------------------------- PreFilter
     def pre_filter(self, state: CycleState, pod: Pod) -> tuple[PreFilterResult | None, Status | None]:
@@ -312,6 +336,11 @@ class NodeVolumeLimits(Plugin, PreFilterPlugin, FilterPlugin, QueueingHints):
                 # besides the pod's own could pass a limit can the full count say no: counting
                 # every row with volumes for each pod would grow with pods x nodes
                 bound = index.volume_bounds(rows)
+            else:
+                bound = np.zeros(rows.size, dtype=np.int64)
+            if index or self.catalog.attachments_generation:
+                # each attachment is at most one more distinct volume on its node
+                bound = bound + self._attachment_counts()[rows]
                 maybe = np.zeros(rows.size, dtype=bool)
                 for limit, count in per_driver:
                     maybe |= (limit >= 0) & (bound + count > limit)
@@ -354,11 +383,14 @@ class NodeVolumeLimits(Plugin, PreFilterPlugin, FilterPlugin, QueueingHints):
         return failed
 
     def _exceeds(self, row: int, new: Mapping[str, str], limits: Mapping[str, np.ndarray]) -> bool:
-        """The full count on a node whose pods use volumes (kube's Filter, for one node)."""
-        if self.catalog.csi_node(self.handle.snapshot.node_name(row)) is None:
+        """The full count on a node whose pods use volumes or that has attachments (kube's Filter,
+        for one node)."""
+        snap = self.handle.snapshot
+        node_name = snap.node_name(row)
+        if self.catalog.csi_node(node_name) is None:
             return False
-        index = self.handle.snapshot.volumes
-        attached: dict[str, str] = {}
+        index = snap.volumes
+        in_use: dict[str, str] = {}
         catalog = self.catalog
         for key in index.claims_on(row):
             namespace, _, name = key.partition("/")
@@ -367,17 +399,22 @@ class NodeVolumeLimits(Plugin, PreFilterPlugin, FilterPlugin, QueueingHints):
                 continue  # an existing pod's missing claim is not counted
             volume = self._volume(claim)
             if volume is not None:
-                attached[f"{volume[0]}/{volume[1]}"] = volume[0]
+                in_use[f"{volume[0]}/{volume[1]}"] = volume[0]
         for inline in index.inline_on(row):
             driver = migrated_driver(inline.in_tree_plugin)
             if driver and inline.csi_handle:
-                attached[f"{driver}/{inline.csi_handle}"] = driver
+                in_use[f"{driver}/{inline.csi_handle}"] = driver
+        # the attachments merged with the pods' volumes by unique name (kube's
+        # getNodeVolumeAttachmentInfo): a volume both attached and used takes one slot
+        attached = {**self._attachment_volumes(node_name), **in_use}
         used: dict[str, int] = {}
         for driver in attached.values():
             used[driver] = used.get(driver, 0) + 1
         adding: dict[str, int] = {}
         for unique, driver in new.items():
-            if unique not in attached:
+            # as kube, the pod's volumes are matched against its node's pods' only: one that is
+            # attached with no pod using it (still detaching) is counted once more
+            if unique not in in_use:
                 adding[driver] = adding.get(driver, 0) + 1
         for driver, count in adding.items():
             per_row = limits.get(driver)
@@ -387,6 +424,32 @@ class NodeVolumeLimits(Plugin, PreFilterPlugin, FilterPlugin, QueueingHints):
             if limit >= 0 and used.get(driver, 0) + count > limit:
                 return True
         return False
+
+    def _attachment_volumes(self, node_name: str) -> dict[str, str]:
+        """The node's attachments of CSI PVs, unique name -> attacher; those without an attacher or
+        a PV, or whose PV is unknown or not CSI, count as none (as kube)."""
+        out: dict[str, str] = {}
+        for va in self.catalog.attachments_on(node_name):
+            if not va.attacher or not va.pv_name:
+                continue
+            pv = self.catalog.volume(va.pv_name)
+            # an in-tree PV is not translated here (kube reads spec.csi alone)
+            if pv is None or pv.in_tree_plugin or not pv.csi_driver or not pv.volume_handle:
+                continue
+            out[f"{va.attacher}/{pv.volume_handle}"] = va.attacher
+        return out
+
+    def _attachment_counts(self) -> np.ndarray:
+        """Per row, the VolumeAttachments naming the node: a bound on the volumes they add."""
+        snap = self.handle.snapshot
+        key = (self.catalog.attachments_generation, snap.node_generation, snap.capacity)
+        if key == self._attached_key:
+            return self._attached
+        counts = np.zeros(snap.capacity, dtype=np.int64)
+        for row in snap.live_rows().tolist():
+            counts[row] = self.catalog.attachment_count(snap.node_name(row))
+        self._attached, self._attached_key = counts, key
+        return counts
 
     def _node_tables(self) -> _NodeTables:
         """What the CSINodes say per row, rebuilt when a CSINode or a node changes."""

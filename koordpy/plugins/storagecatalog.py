@@ -1,5 +1,6 @@
 """The one view of storage objects the volume plugins of a scheduler share: PersistentVolumes,
-PersistentVolumeClaims, StorageClasses, CSINodes, CSIDrivers and CSIStorageCapacities, fed by the
+PersistentVolumeClaims, StorageClasses, CSINodes, CSIDrivers, CSIStorageCapacities and
+VolumeAttachments (kept per node), fed by the
 world's object events under one shared key.
 
 Volumes and claims go through an assume cache, as kube-scheduler's AssumeCache: VolumeBinding
@@ -24,6 +25,7 @@ from koordpy.api.storage import (
     PersistentVolume,
     PersistentVolumeClaim,
     StorageClass,
+    VolumeAttachment,
     object_key,
 )
 from koordpy.framework.handle import Handle, SharedKey
@@ -34,6 +36,7 @@ STORAGE_CLASS = "StorageClass"
 CSI_NODE = "CSINode"
 CSI_DRIVER = "CSIDriver"
 CSI_STORAGE_CAPACITY = "CSIStorageCapacity"
+VOLUME_ATTACHMENT = "VolumeAttachment"
 KINDS = (
     PERSISTENT_VOLUME,
     PERSISTENT_VOLUME_CLAIM,
@@ -41,6 +44,7 @@ KINDS = (
     CSI_NODE,
     CSI_DRIVER,
     CSI_STORAGE_CAPACITY,
+    VOLUME_ATTACHMENT,
 )
 
 STORAGE_CATALOG: SharedKey[StorageCatalog] = SharedKey("storage_catalog")
@@ -66,6 +70,8 @@ class StorageCatalog:
         self.generation = 0
         # bumps when a CSINode changes (what per-node volume limits are read from)
         self.csi_nodes_generation = 0
+        # bumps when a VolumeAttachment changes (what the per-node bound on attached volumes reads)
+        self.attachments_generation = 0
         self._volumes: dict[str, _Assumable[PersistentVolume]] = {}
         self._claims: dict[str, _Assumable[PersistentVolumeClaim]] = {}
         # the latest view of each volume, by class: what static binding matches claims against
@@ -75,12 +81,15 @@ class StorageCatalog:
         self._csi_drivers: dict[str, CSIDriver] = {}
         self._capacities: dict[str, CSIStorageCapacity] = {}
         self._capacities_by_class: dict[str, dict[str, CSIStorageCapacity]] = {}
+        self._attachments: dict[str, VolumeAttachment] = {}
+        # node name -> attachment name -> attachment: what NodeVolumeLimits counts per node
+        self._attachments_by_node: dict[str, dict[str, VolumeAttachment]] = {}
         # (kind, key) -> the message a pod needing the object waits with
         self._malformed: dict[tuple[str, str], str] = {}
 
     @staticmethod
     def shared(handle: Handle) -> StorageCatalog:
-        """The scheduler's one catalog, subscribed to the six kinds on first use."""
+        """The scheduler's one catalog, subscribed to the seven kinds on first use."""
 
         def create() -> StorageCatalog:
             catalog = StorageCatalog()
@@ -98,11 +107,13 @@ class StorageCatalog:
 
     # ------------------------------------------------------------------------- events in
     def on_object(self, kind: str, action: str, obj: Mapping[str, Any]) -> None:
-        """An Add, Update or Delete of one of the six kinds, as the world delivers it."""
+        """An Add, Update or Delete of one of the seven kinds, as the world delivers it."""
         key = object_key(kind, obj)
         self.generation += 1
         if kind == CSI_NODE:
             self.csi_nodes_generation += 1
+        elif kind == VOLUME_ATTACHMENT:
+            self.attachments_generation += 1
         if action == "Delete":
             self._malformed.pop((kind, key), None)
             self._drop(kind, key)
@@ -132,6 +143,11 @@ class StorageCatalog:
             self._drop(kind, view.key)
             self._capacities[view.key] = view
             self._capacities_by_class.setdefault(view.storage_class, {})[view.key] = view
+        elif isinstance(view, VolumeAttachment):
+            # an update may move it to another node (re-index, never leave it on the old one)
+            self._drop(kind, view.name)
+            self._attachments[view.name] = view
+            self._attachments_by_node.setdefault(view.node_name, {})[view.name] = view
 
     def _set_volume(self, pv: PersistentVolume) -> None:
         entry = self._volumes.get(pv.name)
@@ -173,6 +189,13 @@ class StorageCatalog:
                 by_class.pop(key, None)
                 if not by_class:
                     self._capacities_by_class.pop(old.storage_class, None)
+        elif kind == VOLUME_ATTACHMENT:
+            attachment = self._attachments.pop(key, None)
+            if attachment is not None:
+                on_node = self._attachments_by_node.get(attachment.node_name, {})
+                on_node.pop(key, None)
+                if not on_node:
+                    self._attachments_by_node.pop(attachment.node_name, None)
 
     def _index_volume(self, pv: PersistentVolume) -> None:
         self._volumes_by_class.setdefault(pv.storage_class, {})[pv.name] = pv
@@ -233,6 +256,18 @@ class StorageCatalog:
     def capacities(self, class_name: str) -> Sequence[CSIStorageCapacity]:
         by_class = self._capacities_by_class.get(class_name)
         return tuple(by_class.values()) if by_class else ()
+
+    def attachments_on(self, node_name: str) -> Sequence[VolumeAttachment]:
+        """The VolumeAttachments that name `node_name` (kube's index by spec.nodeName)."""
+        on_node = self._attachments_by_node.get(node_name)
+        return tuple(on_node.values()) if on_node else ()
+
+    def attachment(self, name: str) -> VolumeAttachment | None:
+        return self._attachments.get(name)
+
+    def attachment_count(self, node_name: str) -> int:
+        on_node = self._attachments_by_node.get(node_name)
+        return len(on_node) if on_node else 0
 
     def malformed(self, kind: str, key: str) -> str | None:
         """Why the object of `kind` under `key` (ns/name, or the name of a cluster-scoped object)
@@ -298,4 +333,5 @@ _PARSERS: dict[str, Callable[[Mapping[str, Any]], object]] = {
     CSI_NODE: CSINode.from_dict,
     CSI_DRIVER: CSIDriver.from_dict,
     CSI_STORAGE_CAPACITY: CSIStorageCapacity.from_dict,
+    VOLUME_ATTACHMENT: VolumeAttachment.from_dict,
 }

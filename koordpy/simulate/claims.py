@@ -1,9 +1,10 @@
 """The storage objects of a scenario, and the claims its other objects make.
 
-- StorageClass, PersistentVolume, PersistentVolumeClaim, CSINode, CSIDriver and CSIStorageCapacity
-  documents are each checked by building the typed view the scheduler builds of them, and by the
-  API server's validation of what a claim and a volume must hold (a storage size, an access mode):
-  an object the API server would refuse is an input error, located in its document.
+- StorageClass, PersistentVolume, PersistentVolumeClaim, CSINode, CSIDriver, CSIStorageCapacity
+  and VolumeAttachment documents are each checked by building the typed view the scheduler
+  builds of them, and by the API server's validation of what a claim, a volume and an attachment
+  must hold (a storage size, an access mode; an attacher, a node, one source): an object the
+  API server would refuse is an input error, located in its document.
 - A StatefulSet's controller creates a claim per volumeClaimTemplate and ordinal, named
   `<template>-<statefulset>-<ordinal>`, labelled with the template's labels and the set's
   selector, and gives the pod a volume of that name naming it (kube's updateStorage). A claim of
@@ -27,6 +28,7 @@ from koordpy.api.storage import (
     PersistentVolume,
     PersistentVolumeClaim,
     StorageClass,
+    VolumeAttachment,
 )
 from koordpy.simulate.objects import Entry
 from koordpy.simulate.typecheck import type_name
@@ -49,7 +51,16 @@ CLAIM = "PersistentVolumeClaim"
 VOLUME = "PersistentVolume"
 # in the order the world creates those of one instant: a claim finds the classes and volumes it
 # binds to already there, as on a cluster whose storage was set up before its workloads
-STORAGE_KINDS = ("StorageClass", "CSIDriver", "CSINode", VOLUME, CLAIM, "CSIStorageCapacity")
+STORAGE_KINDS = (
+    "StorageClass",
+    "CSIDriver",
+    "CSINode",
+    VOLUME,
+    CLAIM,
+    "CSIStorageCapacity",
+    # after the volumes it names, as a node's attachments come after the volumes
+    "VolumeAttachment",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +115,22 @@ def _check_volume(obj: Mapping[str, Any]) -> PersistentVolume:
     return volume
 
 
+def _check_attachment(obj: Mapping[str, Any]) -> VolumeAttachment:
+    """The API server's validation of what the scheduler reads: an attacher, a node, and one
+    source (a PV's name or an inline volume's spec)."""
+    attachment = VolumeAttachment.from_dict(obj)
+    if not attachment.attacher:
+        raise SpecError("spec.attacher", "is required")
+    if not attachment.node_name:
+        raise SpecError("spec.nodeName", "is required")
+    spec = obj.get("spec")
+    source = spec.get("source") if isinstance(spec, Mapping) else None
+    inline = source.get("inlineVolumeSpec") if isinstance(source, Mapping) else None
+    if bool(attachment.pv_name) == (inline is not None):
+        raise SpecError("spec.source", "must name exactly one of persistentVolumeName, inlineVolumeSpec")
+    return attachment
+
+
 _VIEWS: dict[str, Callable[[Mapping[str, Any]], object]] = {
     "StorageClass": StorageClass.from_dict,
     "CSIDriver": CSIDriver.from_dict,
@@ -111,6 +138,7 @@ _VIEWS: dict[str, Callable[[Mapping[str, Any]], object]] = {
     VOLUME: _check_volume,
     CLAIM: check_claim,
     "CSIStorageCapacity": CSIStorageCapacity.from_dict,
+    "VolumeAttachment": _check_attachment,
 }
 
 

@@ -49,6 +49,7 @@ CLUSTER_SCOPED = frozenset(
         "PersistentVolume",
         "CSINode",
         "CSIDriver",
+        "VolumeAttachment",
     }
 )
 

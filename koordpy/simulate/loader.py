@@ -88,7 +88,7 @@ class Scenario:
     # the Jobs, for the pods their controller creates as others complete (only with a timeline)
     jobs: list[JobSpec] = field(default_factory=list)
     # StorageClasses, PersistentVolumes, claims (a StatefulSet's among them), CSINodes, CSIDrivers
-    # and CSIStorageCapacities, in input order
+    # CSIStorageCapacities and VolumeAttachments, in input order
     storage: list[StorageObject] = field(default_factory=list)
 
     @property

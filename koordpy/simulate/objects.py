@@ -64,6 +64,7 @@ API_VERSIONS: dict[str, frozenset[str]] = {
     "CSINode": frozenset({"storage.k8s.io/v1"}),
     "CSIDriver": frozenset({"storage.k8s.io/v1"}),
     "CSIStorageCapacity": frozenset({"storage.k8s.io/v1"}),
+    "VolumeAttachment": frozenset({"storage.k8s.io/v1"}),
     "List": frozenset({"v1"}),
 }
 

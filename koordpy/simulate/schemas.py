@@ -415,4 +415,18 @@ KIND_SCHEMAS: dict[str, dict[str, Any]] = {
         "capacity": QUANTITY,
         "maximumVolumeSize": QUANTITY,
     },
+    "VolumeAttachment": {
+        "metadata": METADATA,
+        "spec": {
+            "attacher": STRING,
+            "nodeName": STRING,
+            "source": {"persistentVolumeName": STRING, "inlineVolumeSpec": OBJECT},
+        },
+        "status": {
+            "attached": BOOLEAN,
+            "attachmentMetadata": STRING_MAP,
+            "attachError": OBJECT,
+            "detachError": OBJECT,
+        },
+    },
 }

@@ -1,9 +1,10 @@
 """The storage of the in-memory cluster, and the controllers that act on it.
 
-The world holds StorageClasses, PersistentVolumes, claims, CSINodes, CSIDrivers and
-CSIStorageCapacities as API dicts, writes each change under a new resourceVersion (as the API server
-does: the scheduler's assume cache tells its own assumptions from newer objects by it) and hands it
-to the scheduler as an informer would (`on_object`). It plays, at once and in virtual time zero:
+The world holds StorageClasses, PersistentVolumes, claims, CSINodes, CSIDrivers,
+CSIStorageCapacities and VolumeAttachments as API dicts, writes each change under a new
+resourceVersion (as the API server does: the scheduler's assume cache tells its own assumptions
+from newer objects by it) and hands it to the scheduler as an informer would (`on_object`). It
+plays, at once and in virtual time zero:
 
 - admission's DefaultStorageClass: a claim created without a class gets the default one (and,
   as kube's PV controller does since 1.28, a claim left without one gets it when a default appears);

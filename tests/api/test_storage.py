@@ -18,6 +18,7 @@ from koordpy.api.storage import (
     PersistentVolume,
     PersistentVolumeClaim,
     StorageClass,
+    VolumeAttachment,
 )
 
 GIB = 1 << 30
@@ -213,6 +214,24 @@ def test_csi_storage_capacity_fields() -> None:
     assert view.node_topology is not None and view.node_topology.matches({"zone": "a"})
 
 
+def attachment(**spec: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {"attacher": "disk.csi.example", "nodeName": "node-7"}
+    base.update(spec)
+    return {"metadata": {"name": "va-7"}, "spec": base, "status": {"attached": False}}
+
+
+def test_volume_attachment_fields() -> None:
+    view = VolumeAttachment.from_dict(attachment(source={"persistentVolumeName": "pv-7"}))
+    assert (view.name, view.attacher, view.node_name, view.pv_name) == (
+        "va-7",
+        "disk.csi.example",
+        "node-7",
+        "pv-7",
+    )
+    inline = VolumeAttachment.from_dict(attachment(source={"inlineVolumeSpec": {"csi": {"driver": "d"}}}))
+    assert inline.pv_name == ""
+
+
 # ----------------------------------------------------------------------------- located errors
 ERRORS = [
     (PersistentVolume, pv(capacity={"storage": "ten"}), "spec.capacity.storage"),
@@ -262,6 +281,11 @@ ERRORS = [
     (CSIDriver, {"metadata": {"name": "d"}, "spec": {"attachRequired": "yes"}}, "spec.attachRequired"),
     (CSIStorageCapacity, {"metadata": {"name": "c"}}, "storageClassName"),
     (CSIStorageCapacity, {"metadata": {"name": "c"}, "storageClassName": "s", "capacity": [1]}, "capacity"),
+    (VolumeAttachment, attachment(source={"persistentVolumeName": 7}), "spec.source.persistentVolumeName"),
+    (VolumeAttachment, attachment(source="pv-7"), "spec.source"),
+    (VolumeAttachment, attachment(attacher=["d"]), "spec.attacher"),
+    (VolumeAttachment, attachment(nodeName=1), "spec.nodeName"),
+    (VolumeAttachment, {"spec": {}}, "metadata.name"),
 ]
 
 
@@ -305,6 +329,7 @@ VALID: list[tuple[Any, dict[str, Any]]] = [
         CSIStorageCapacity,
         {"metadata": {"name": "c"}, "storageClassName": "s", "capacity": "1Gi", "nodeTopology": {}},
     ),
+    (VolumeAttachment, attachment(source={"persistentVolumeName": "pv-7"})),
 ]
 ODD_VALUES: list[Any] = [
     None,

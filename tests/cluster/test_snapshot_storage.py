@@ -1,6 +1,6 @@
 """`koordpy snapshot` captures the storage objects a pod's placement depends on (PersistentVolumes,
-their claims, StorageClasses, CSINodes, CSIDrivers, CSIStorageCapacities), each with what the
-plugins read, and the volumes of the pods that refer to them."""
+their claims, StorageClasses, CSINodes, CSIDrivers, CSIStorageCapacities, VolumeAttachments), each
+with what the plugins read, and the volumes of the pods that refer to them."""
 
 from __future__ import annotations
 
@@ -149,6 +149,17 @@ def storage_objects() -> dict[str, list[dict[str, Any]]]:
                 "maximumVolumeSize": "16Ti",
             }
         ],
+        STORAGE_PATHS["VolumeAttachment"]: [
+            {
+                "metadata": {"name": "csi-0a1b", "resourceVersion": "12", "managedFields": MANAGED},
+                "spec": {
+                    "attacher": "ebs.csi.aws.com",
+                    "nodeName": "n1",
+                    "source": {"persistentVolumeName": "pv-1"},
+                },
+                "status": {"attached": True, "attachmentMetadata": {"devicePath": "/dev/xvdba"}},
+            }
+        ],
     }
 
 
@@ -198,6 +209,7 @@ async def test_each_storage_kind_is_kept_with_what_the_plugins_read() -> None:
         "PersistentVolume",
         "PersistentVolumeClaim",
         "CSIStorageCapacity",
+        "VolumeAttachment",
         "Pod",
     ]
     pv = by_kind["PersistentVolume"]
@@ -239,6 +251,11 @@ async def test_each_storage_kind_is_kept_with_what_the_plugins_read() -> None:
         "16Ti",
     )
     assert capacity["nodeTopology"] == {"matchLabels": {"topology.ebs.csi.aws.com/zone": "a"}}
+    attached = by_kind["VolumeAttachment"]
+    raw_attached = storage_objects()[STORAGE_PATHS["VolumeAttachment"]][0]
+    # cluster-scoped: no namespace; spec and status as they are
+    assert attached["metadata"] == {"name": "csi-0a1b"}
+    assert (attached["spec"], attached["status"]) == (raw_attached["spec"], raw_attached["status"])
 
 
 def test_a_pod_keeps_the_volumes_a_plugin_reads() -> None:

@@ -5,7 +5,13 @@ it does nodes and pods."""
 
 from __future__ import annotations
 
-from koordpy.kubeapi.informer import CSI_NODES, PERSISTENT_VOLUME_CLAIMS, PERSISTENT_VOLUMES, PODS
+from koordpy.kubeapi.informer import (
+    CSI_NODES,
+    PERSISTENT_VOLUME_CLAIMS,
+    PERSISTENT_VOLUMES,
+    PODS,
+    VOLUME_ATTACHMENTS,
+)
 from koordpy.plugins.storagecatalog import STORAGE_CATALOG, StorageCatalog
 from tests.cluster.test_volume_bindings import claim, volume
 from tests.cluster.world_support import POD_STATUS, Cluster, Start, pending_pod
@@ -76,6 +82,26 @@ async def test_the_audit_puts_back_a_volume_the_catalog_lost(start: Start) -> No
     assert "PersistentVolumeClaim default/data missing from the storage catalog" in found
     assert catalog.volume("pv-1") is not None and catalog.claim("default", "data") is not None
     assert [f for f in cluster.world.integrity.audit() if "storage" in f] == []
+
+
+async def test_attachments_are_watched_per_node_and_put_back_when_lost(start: Start) -> None:
+    cluster = await start()
+    catalog = catalog_of(cluster)
+    attachments = cluster.fake.watch(VOLUME_ATTACHMENTS.path)
+    await attachments.watching()
+    va = {
+        "metadata": {"name": "va-3"},
+        "spec": {
+            "attacher": "disk.csi.example",
+            "nodeName": "n1",
+            "source": {"persistentVolumeName": "pv-3"},
+        },
+    }
+    attachments.added(va)
+    await until(lambda: len(catalog.attachments_on("n1")) == 1, what="the attachment on n1")
+    catalog.on_object("VolumeAttachment", "Delete", va)
+    assert "VolumeAttachment va-3 missing from the storage catalog" in cluster.world.integrity.audit()
+    assert [a.pv_name for a in catalog.attachments_on("n1")] == ["pv-3"]
 
 
 async def test_a_pod_whose_claim_is_malformed_waits_with_a_message_naming_it(start: Start) -> None:

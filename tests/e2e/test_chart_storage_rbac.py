@@ -29,6 +29,8 @@ KUBE_SCHEDULER_CSI = {
     ("storage.k8s.io", "csinodes"): READ,
     ("storage.k8s.io", "csidrivers"): READ,
     ("storage.k8s.io", "csistoragecapacities"): READ,
+    # NodeVolumeLimits counts the volumes still attached to each node
+    ("storage.k8s.io", "volumeattachments"): READ,
 }
 
 

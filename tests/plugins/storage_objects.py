@@ -82,6 +82,18 @@ def csi_node(name: str, limits: Mapping[str, int | None]) -> dict[str, Any]:
     }
 
 
+def attachment(name: str, node: str, pv: str = "", attacher: str = "ebs.csi.aws.com") -> dict[str, Any]:
+    """A VolumeAttachment of the PV `pv` (none: an inline volume's) to `node`."""
+    source: dict[str, Any] = {"persistentVolumeName": pv} if pv else {"inlineVolumeSpec": {}}
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "VolumeAttachment",
+        "metadata": {"name": name},
+        "spec": {"attacher": attacher, "nodeName": node, "source": source},
+        "status": {"attached": True},
+    }
+
+
 def claim_volume(name: str, claim_name: str, read_only: bool = False) -> dict[str, Any]:
     return {"name": name, "persistentVolumeClaim": {"claimName": claim_name, "readOnly": read_only}}
 
@@ -116,6 +128,7 @@ KINDS = {
     "CSINode",
     "CSIDriver",
     "CSIStorageCapacity",
+    "VolumeAttachment",
 }
 
 

@@ -14,6 +14,7 @@ from koordpy.plugins.nodevolumelimits import ERR_REASON_MAX_VOLUME_COUNT_EXCEEDE
 from tests.builders import make_pod, node_dict
 from tests.plugins.storage_objects import (
     StorageHarness,
+    attachment,
     claim,
     claim_volume,
     csi_node,
@@ -390,3 +391,135 @@ def test_migrated_volume_needs_no_driver_on_a_node_without_csinode() -> None:
     objects += [csi_driver(EBS, True), csi_node("without", {GCE: 5})]
     h = StorageHarness([node_dict("without"), node_dict("no-csinode")], plugins=[NVL], objects=objects)
     assert h.feasible(incoming("a"))[0] == ["no-csinode"]
+
+
+# ----------------------------------------------------------------------------- VolumeAttachments
+def test_attachments_take_slots_on_a_node_without_pods() -> None:
+    """Volumes still attached to a node count though no pod there uses them."""
+    objects = objects_for("old1", "old2", "new")
+    full = one_node(
+        [], [*objects, attachment("va1", "n1", "pv-old1"), attachment("va2", "n1", "pv-old2")], {EBS: 2}
+    )
+    names, diagnosis = full.feasible(incoming("new"))
+    assert names == []
+    assert (
+        fit_error_message(1, diagnosis)
+        == f"0/1 nodes are available: 1 {ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED}."
+    )
+    room = one_node([], [*objects, attachment("va1", "n1", "pv-old1")], {EBS: 2})
+    assert room.feasible(incoming("new"))[0] == ["n1"]
+
+
+def test_an_attached_volume_a_pod_uses_is_counted_once() -> None:
+    objects = [*objects_for("a", "b"), attachment("va-a", "n1", "pv-a")]
+    h = one_node([user("p", "a")], objects, {EBS: 2})
+    assert h.feasible(incoming("b"))[0] == ["n1"]
+
+
+def test_the_pods_volume_attached_without_a_user_counts_again() -> None:
+    """As kube: the pod's volumes are matched against the node's pods only, so a volume still
+    attached with no pod using it is counted for the attachment and for the pod."""
+    h = one_node([], [*objects_for("a"), attachment("va-a", "n1", "pv-a")], {EBS: 1})
+    assert h.feasible(incoming("a"))[0] == []
+    h = one_node([user("p", "a")], [*objects_for("a"), attachment("va-a", "n1", "pv-a")], {EBS: 1})
+    assert h.feasible(incoming("a"))[0] == ["n1"]
+
+
+def test_attachments_that_count_as_no_volume() -> None:
+    """Another node's, an inline volume's, one of an unknown PV, of a PV that is not CSI, or
+    without an attacher: none takes a slot on n1."""
+    objects = [
+        *objects_for("new"),
+        ebs_pv("pv-intree", "vol-7"),
+        attachment("elsewhere", "n2", "pv-new"),
+        attachment("inline", "n1"),
+        attachment("unknown", "n1", "pv-gone"),
+        attachment("in-tree", "n1", "pv-intree"),
+        attachment("no-attacher", "n1", "pv-new", attacher=""),
+    ]
+    h = one_node([], objects, {EBS: 1})
+    assert h.feasible(incoming("new"))[0] == ["n1"]
+
+
+def test_attachments_are_counted_per_attacher() -> None:
+    objects = [
+        *objects_for("g", driver=GCE),
+        *objects_for("new"),
+        attachment("va-g", "n1", "pv-g", attacher=GCE),
+    ]
+    h = one_node([], objects, {EBS: 1, GCE: 1})
+    assert h.feasible(incoming("new"))[0] == ["n1"]
+
+
+def test_nodes_with_attachments_are_not_skipped_by_the_bound() -> None:
+    """Pods with volumes elsewhere make the index non-empty; n1's pods use none, its attachments
+    fill it: the bound must still send n1 to the full count."""
+    nodes = [node_dict("n1"), node_dict("n2")]
+    placed = [with_volumes("p", claim_volume("v", "c"), node_name="n2")]
+    objects = [*objects_for("c", "old", "new"), attachment("va", "n1", "pv-old")]
+    objects += [csi_node("n1", {EBS: 1}), csi_node("n2", {EBS: 2})]
+    h = StorageHarness(nodes, placed, plugins=[NVL], objects=objects)
+    assert h.feasible(incoming("new"))[0] == ["n2"]
+
+
+def test_attachments_follow_their_events() -> None:
+    h = one_node([], [*objects_for("old", "new"), attachment("va", "n1", "pv-old")], {EBS: 1})
+    assert h.feasible(incoming("new"))[0] == []
+    # detached from n1 and attached to n2
+    h.add(attachment("va", "n2", "pv-old"), "Update")
+    assert h.feasible(incoming("new"))[0] == ["n1"]
+    h.add(attachment("va", "n1", "pv-old"), "Update")
+    assert h.feasible(incoming("new"))[0] == []
+    h.add(attachment("va", "n1", "pv-old"), "Delete")
+    assert h.feasible(incoming("new"))[0] == ["n1"]
+
+
+def test_attachment_delete_is_registered() -> None:
+    h = one_node([], [], {EBS: 1})
+    plugin = h.profile.plugins[NVL]
+    assert isinstance(plugin, NodeVolumeLimits)
+    events = {(e.resource, e.action) for e in plugin.events_to_register()}
+    assert ("VolumeAttachment", "Delete") in events
+    hinted = {(e.event.resource, e.event.action) for e in plugin.queueing_hints() if e.hint is not None}
+    assert ("VolumeAttachment", "Delete") in hinted
+
+
+ATTACHMENT_DELETES = [
+    # (the waiting pod's volumes, the deleted attachment's attacher, hint)
+    ("claim", [claim_volume("v", "a")], EBS, QueueingHint.QUEUE),
+    (
+        "inline-disk-of-the-attacher",
+        [{"name": "d", "awsElasticBlockStore": {"volumeID": "vol-3"}}],
+        EBS,
+        QueueingHint.QUEUE,
+    ),
+    (
+        "inline-disk-of-another-driver",
+        [{"name": "d", "gcePersistentDisk": {"pdName": "disk-3"}}],
+        EBS,
+        QueueingHint.QUEUE_SKIP,
+    ),
+    (
+        "inline-disk-and-claim",
+        [{"name": "d", "gcePersistentDisk": {"pdName": "disk-3"}}, claim_volume("v", "a")],
+        EBS,
+        QueueingHint.QUEUE,
+    ),
+    ("ephemeral-only", [ephemeral_volume("s")], EBS, QueueingHint.QUEUE_SKIP),
+    ("no-volumes", [], EBS, QueueingHint.QUEUE_SKIP),
+]
+
+
+@pytest.mark.parametrize(
+    ("volumes", "attacher", "hint"),
+    [c[1:] for c in ATTACHMENT_DELETES],
+    ids=[c[0] for c in ATTACHMENT_DELETES],
+)
+def test_hint_after_attachment_delete(
+    volumes: list[dict[str, Any]], attacher: str, hint: QueueingHint
+) -> None:
+    h = one_node([], [], {EBS: 1})
+    plugin = h.profile.plugins[NVL]
+    assert isinstance(plugin, NodeVolumeLimits)
+    deleted = attachment("va", "n1", "pv-x", attacher=attacher)
+    assert plugin.after_attachment_delete(pod_with("w", *volumes), deleted, None) == hint

@@ -188,3 +188,43 @@ def test_capacities_by_class() -> None:
     assert [c.name for c in catalog.capacities("fast")] == ["c2"]
     catalog.on_object("CSIStorageCapacity", "Delete", capacity("c2", "fast"))
     assert catalog.capacities("fast") == ()
+
+
+# ----------------------------------------------------------------------------- VolumeAttachments
+def _attachment(name: str, node: str, pv: str = "pv-1") -> dict[str, object]:
+    return {
+        "kind": "VolumeAttachment",
+        "metadata": {"name": name},
+        "spec": {"attacher": "disk.csi.example", "nodeName": node, "source": {"persistentVolumeName": pv}},
+    }
+
+
+def test_attachments_kept_per_node() -> None:
+    catalog = catalog_with(
+        _attachment("va1", "n1"), _attachment("va2", "n1", "pv-2"), _attachment("va3", "n2")
+    )
+    assert sorted(a.name for a in catalog.attachments_on("n1")) == ["va1", "va2"]
+    assert [a.pv_name for a in catalog.attachments_on("n2")] == ["pv-1"]
+    assert catalog.attachments_on("n3") == ()
+    before = catalog.attachments_generation
+    # moved to another node: gone from the first
+    catalog.on_object("VolumeAttachment", "Update", _attachment("va1", "n2"))
+    assert [a.name for a in catalog.attachments_on("n1")] == ["va2"]
+    assert sorted(a.name for a in catalog.attachments_on("n2")) == ["va1", "va3"]
+    catalog.on_object("VolumeAttachment", "Delete", _attachment("va2", "n1", "pv-2"))
+    assert catalog.attachments_on("n1") == ()
+    assert catalog.attachment_count("n2") == 2
+    assert catalog.attachments_generation == before + 2
+
+
+def test_malformed_attachment_is_remembered_and_leaves_its_node() -> None:
+    catalog = catalog_with(_attachment("va1", "n1"))
+    bad = _attachment("va1", "n1")
+    bad["spec"] = {"attacher": "disk.csi.example", "nodeName": ["n1"]}
+    catalog.on_object("VolumeAttachment", "Update", bad)
+    assert catalog.attachments_on("n1") == ()
+    assert catalog.malformed("VolumeAttachment", "va1") == (
+        "VolumeAttachment va1: spec.nodeName: expected a string, got list"
+    )
+    catalog.on_object("VolumeAttachment", "Delete", bad)
+    assert catalog.malformed("VolumeAttachment", "va1") is None

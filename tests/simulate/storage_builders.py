@@ -117,6 +117,17 @@ def capacity(name: str, storage_class: str, size: str, topology: Mapping[str, st
     }
 
 
+def attachment(name: str, node: str, pv: str | None, attacher: str) -> dict[str, Any]:
+    """A VolumeAttachment of the PV `pv` to `node` (None: of an inline volume)."""
+    source: dict[str, Any] = {"persistentVolumeName": pv} if pv is not None else {"inlineVolumeSpec": {}}
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "VolumeAttachment",
+        "metadata": {"name": name},
+        "spec": {"attacher": attacher, "nodeName": node, "source": source},
+    }
+
+
 def node(name: str, **labels: str) -> dict[str, Any]:
     return node_dict(name, labels={HOSTNAME: name, **labels})
 

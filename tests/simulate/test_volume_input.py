@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.simulate.storage_builders import (
+    attachment,
     claim,
     csi_node,
     node,
@@ -49,6 +50,7 @@ PVC = claim("data", "5Gi", "fast")
 CSI = csi_node("node-1", "csi.example.com", ["zone"])
 STS = stateful_set("db", 2, "data", "5Gi", "fast")
 EPHEMERAL = pod_with_ephemeral("web", "scratch", "1Gi", "fast")
+VA = attachment("va-1", "node-1", "pv-1", "csi.example.com")
 
 CASES: dict[str, tuple[Callable[[], dict[str, Any]], str]] = {
     "class-without-provisioner": (
@@ -96,6 +98,26 @@ CASES: dict[str, tuple[Callable[[], dict[str, Any]], str]] = {
         _broken(CSI, "spec.drivers.0.name", None),
         "(CSINode node-1): spec.drivers[0].name: is required",
     ),
+    "attachment-without-an-attacher": (
+        _broken(VA, "spec.attacher", None),
+        "(VolumeAttachment va-1): spec.attacher: is required",
+    ),
+    "attachment-without-a-node": (
+        _broken(VA, "spec.nodeName", ""),
+        "(VolumeAttachment va-1): spec.nodeName: is required",
+    ),
+    "attachment-with-two-sources": (
+        _broken(VA, "spec.source.inlineVolumeSpec", {}),
+        "(VolumeAttachment va-1): spec.source: must name exactly one of",
+    ),
+    "attachment-without-a-source": (
+        _broken(VA, "spec.source.persistentVolumeName", None),
+        "(VolumeAttachment va-1): spec.source: must name exactly one of",
+    ),
+    "attachment-whose-volume-is-not-a-string": (
+        _broken(VA, "spec.source.persistentVolumeName", ["pv-1"]),
+        "(VolumeAttachment va-1): spec.source.persistentVolumeName:",
+    ),
     "statefulset-claim-template-without-a-name": (
         _broken(STS, "spec.volumeClaimTemplates.0.metadata", None),
         "(StatefulSet default/db): "
@@ -142,7 +164,7 @@ def test_every_storage_kind_is_read(capsys: pytest.CaptureFixture[str], tmp_path
         "storageClassName": "fast",
         "capacity": "100Gi",
     }
-    code, report, err = run(capsys, tmp_path, [node("node-1"), SC, PV, PVC, CSI, driver, capacity])
+    code, report, err = run(capsys, tmp_path, [node("node-1"), SC, PV, PVC, CSI, driver, capacity, VA])
     assert code == 0, err
     assert report is not None
     assert [c["name"] for c in report["persistentVolumeClaims"]] == ["data"]

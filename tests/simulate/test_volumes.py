@@ -24,6 +24,7 @@ from koordpy.api.nodeselector import NodeSelector
 from tests.simulate.storage_builders import (
     WFFC,
     ZONE,
+    attachment,
     by_name,
     capacity,
     claim,
@@ -334,6 +335,35 @@ def test_a_volume_that_arrives_later_binds_the_waiting_claim(
     (pod,) = report["pods"]
     assert pod["phase"] == "Bound" and pod["scheduledAt"] >= 60.0, pod
     assert by_name(report["persistentVolumeClaims"])["data"]["volume"] == "pv-late"
+
+
+@pytest.mark.parametrize("attached", [False, True])
+def test_an_attached_volume_takes_a_slot_of_its_node(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, attached: bool
+) -> None:
+    """A volume still attached to the node (its VolumeAttachment) fills the driver's one slot there:
+    the pod whose claim needs another volume of the driver waits."""
+    driver = "disk.csi.example"
+    limited = csi_node("node-1", driver, [])
+    limited["spec"]["drivers"][0]["allocatable"] = {"count": 1}
+    old = volume("pv-old", "10Gi", "other")
+    del old["spec"]["local"]
+    old["spec"]["csi"] = {"driver": driver, "volumeHandle": "vol-old"}
+    docs = [
+        storage_class("fast", driver, WFFC),
+        node("node-1"),
+        limited,
+        old,
+        claim("data", "5Gi", "fast"),
+        pod_with_claims("app", "data"),
+    ]
+    if attached:
+        docs.append(attachment("va-old", "node-1", "pv-old", driver))
+    code, report, err = run(capsys, tmp_path, docs)
+    assert code == 0, err
+    assert report is not None
+    (pod,) = report["pods"]
+    assert (pod["node"] is None) == attached, pod
 
 
 def test_statefulset_claims_are_named_and_labelled_as_its_controller_names_them(
