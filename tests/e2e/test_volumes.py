@@ -231,6 +231,44 @@ def local_volume(name: str, node: str, class_name: str, claim_ref: dict[str, str
     return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name}, "spec": spec}
 
 
+@contextlib.asynccontextmanager
+async def local_volumes(
+    core: client.CoreV1Api, class_name: str, nodes: list[str]
+) -> AsyncIterator[tuple[dict[str, str], str]]:
+    """A local volume of the class on each node, the first pre-bound to another claim (not free);
+    yields ({volume: node}, the taken volume) and deletes them after."""
+    volumes = {f"local-{class_name}-{i}": node for i, node in enumerate(nodes)}
+    taken = f"local-{class_name}-0"
+    try:
+        for pv_name, node in volumes.items():
+            ref = {"namespace": "elsewhere", "name": "other"} if pv_name == taken else None
+            await core.create_persistent_volume(local_volume(pv_name, node, class_name, ref))
+        yield volumes, taken
+    finally:
+        for pv_name in volumes:
+            with contextlib.suppress(ApiException):
+                await core.delete_persistent_volume(pv_name)
+
+
+async def on_their_volumes(
+    core: client.CoreV1Api, namespace: str, pods: list[str], volumes: dict[str, str], taken: str
+) -> tuple[dict[str, client.V1Pod], dict[str, client.V1PersistentVolumeClaim]]:
+    """Waits until every pod is bound and every claim (`data-<pod>`) Bound; checks that each pod
+    went to its own node, not the taken volume's, and that its claim's volume is on that node."""
+    placed = await eventually(
+        lambda: all_bound(core, namespace, pods), timeout=90, what=f"{len(pods)} pods bound"
+    )
+    claims = await eventually(
+        lambda: _bound_claims(core, namespace, len(pods)), timeout=60, what="every claim Bound"
+    )
+    used_nodes = {placed[p].spec.node_name for p in pods}
+    assert len(used_nodes) == len(pods) and volumes[taken] not in used_nodes
+    for pod in pods:
+        pv_name = claims[f"data-{pod}"].spec.volume_name
+        assert volumes[pv_name] == placed[pod].spec.node_name, (pod, pv_name)
+    return placed, claims
+
+
 async def all_bound(
     core: client.CoreV1Api, namespace: str, pods: list[str]
 ) -> dict[str, client.V1Pod] | None:
@@ -274,46 +312,26 @@ async def test_a_set_of_pods_gets_the_free_local_volumes(
     core = client.CoreV1Api(admin)
     names = sorted(nodes)
     label = next(iter(nodes.values())).rsplit("-", 1)[-1]
-    async with storage_class(admin, "kubernetes.io/no-provisioner") as local:
-        volumes = {f"local-{local}-{i}": node for i, node in enumerate(names)}
-        taken = f"local-{local}-0"
-        for pv_name, node in volumes.items():
-            # the first is pre-bound to another claim: not free
-            ref = {"namespace": "elsewhere", "name": "other"} if pv_name == taken else None
-            await core.create_persistent_volume(local_volume(pv_name, node, local, ref))
-        try:
-            pods = [f"web-{i}" for i in range(3)]
-            for i, pod in enumerate(pods):
-                await core.create_namespaced_persistent_volume_claim(
-                    namespace, claim_manifest(f"data-web-{i}", local)
-                )
-                await core.create_namespaced_pod(namespace, pod_manifest(pod, f"data-web-{i}", label))
-            placed = await eventually(
-                lambda: all_bound(core, namespace, pods), timeout=90, what="3 pods bound"
+    async with (
+        storage_class(admin, "kubernetes.io/no-provisioner") as local,
+        local_volumes(core, local, names) as (volumes, taken),
+    ):
+        pods = [f"web-{i}" for i in range(3)]
+        for i, pod in enumerate(pods):
+            await core.create_namespaced_persistent_volume_claim(
+                namespace, claim_manifest(f"data-web-{i}", local)
             )
-            claims = await eventually(
-                lambda: _bound_claims(core, namespace, 3), timeout=60, what="every claim Bound"
-            )
-            used_nodes = {placed[p].spec.node_name for p in pods}
-            assert len(used_nodes) == 3 and volumes[taken] not in used_nodes
-            for i, pod in enumerate(pods):
-                pv_name = claims[f"data-web-{i}"].spec.volume_name
-                assert volumes[pv_name] == placed[pod].spec.node_name, (pod, pv_name)
+            await core.create_namespaced_pod(namespace, pod_manifest(pod, f"data-web-{i}", label))
+        placed, claims = await on_their_volumes(core, namespace, pods, volumes, taken)
 
-            writes = await scheduler_writes(audited_control_plane, namespace, set(volumes))
-            # each free volume bound once (its claimRef), each pod bound once, no claim written
-            pv_updates = Counter(w.name for w in writes if w.resource == "persistentvolumes")
-            assert pv_updates == Counter({claims[f"data-web-{i}"].spec.volume_name: 1 for i in range(3)})
-            assert all(
-                w.verb == "update" and w.code == 200 for w in writes if w.resource == "persistentvolumes"
-            )
-            assert bindings(writes) == Counter(dict.fromkeys(pods, 1))
-            assert not [w for w in writes if w.resource == "persistentvolumeclaims"]
-            _volume_written_before_its_pod(writes, claims, placed)
-        finally:
-            for pv_name in volumes:
-                with contextlib.suppress(ApiException):
-                    await core.delete_persistent_volume(pv_name)
+        writes = await scheduler_writes(audited_control_plane, namespace, set(volumes))
+        # each free volume bound once (its claimRef), each pod bound once, no claim written
+        pv_updates = Counter(w.name for w in writes if w.resource == "persistentvolumes")
+        assert pv_updates == Counter({claims[f"data-web-{i}"].spec.volume_name: 1 for i in range(3)})
+        assert all(w.verb == "update" and w.code == 200 for w in writes if w.resource == "persistentvolumes")
+        assert bindings(writes) == Counter(dict.fromkeys(pods, 1))
+        assert not [w for w in writes if w.resource == "persistentvolumeclaims"]
+        _volume_written_before_its_pod(writes, claims, placed)
 
 
 async def test_a_statefulset_with_local_volumes_runs_on_the_nodes_of_its_free_volumes(
@@ -329,12 +347,10 @@ async def test_a_statefulset_with_local_volumes_runs_on_the_nodes_of_its_free_vo
     core, apps = client.CoreV1Api(admin), client.AppsV1Api(admin)
     names = sorted(nodes)
     label = next(iter(nodes.values())).rsplit("-", 1)[-1]
-    async with storage_class(admin, "kubernetes.io/no-provisioner") as local:
-        volumes = {f"local-{local}-{i}": node for i, node in enumerate(names)}
-        taken = f"local-{local}-0"
-        for pv_name, node in volumes.items():
-            ref = {"namespace": "elsewhere", "name": "other"} if pv_name == taken else None
-            await core.create_persistent_volume(local_volume(pv_name, node, local, ref))
+    async with (
+        storage_class(admin, "kubernetes.io/no-provisioner") as local,
+        local_volumes(core, local, names) as (volumes, taken),
+    ):
         try:
             template = pod_manifest("unused", "unused", label, labels={"app": "db"})
             template["spec"]["volumes"] = []
@@ -353,23 +369,10 @@ async def test_a_statefulset_with_local_volumes_runs_on_the_nodes_of_its_free_vo
             }
             await apps.create_namespaced_stateful_set(namespace, body)
             pods = [f"db-{i}" for i in range(3)]
-            placed = await eventually(
-                lambda: all_bound(core, namespace, pods), timeout=90, what="the set's 3 pods bound"
-            )
-            claims = await eventually(
-                lambda: _bound_claims(core, namespace, 3), timeout=60, what="the set's claims Bound"
-            )
-            used_nodes = {placed[p].spec.node_name for p in pods}
-            assert len(used_nodes) == 3 and volumes[taken] not in used_nodes
-            for i, pod in enumerate(pods):
-                pv_name = claims[f"data-db-{i}"].spec.volume_name
-                assert volumes[pv_name] == placed[pod].spec.node_name, (pod, pv_name)
+            await on_their_volumes(core, namespace, pods, volumes, taken)
         finally:
             with contextlib.suppress(ApiException):
                 await apps.delete_namespaced_stateful_set("db", namespace)
-            for pv_name in volumes:
-                with contextlib.suppress(ApiException):
-                    await core.delete_persistent_volume(pv_name)
 
 
 async def test_a_wait_for_first_consumer_claim_is_provisioned_in_the_chosen_nodes_zone(
