@@ -39,6 +39,7 @@ from koordpy.api.storage import (
 )
 from koordpy.cache import Snapshot
 from koordpy.framework.status import SUCCESS, Status, unresolvable
+from koordpy.plugins._volumes import claim_not_found
 from koordpy.plugins.storagecatalog import (
     PERSISTENT_VOLUME,
     PERSISTENT_VOLUME_CLAIM,
@@ -106,7 +107,7 @@ def _claim_problem(pod: Pod, catalog: StorageCatalog, name: str, ephemeral: bool
         if ephemeral:
             # normal right after the pod was created: the ephemeral volume controller is late
             return f'waiting for ephemeral volume controller to create the persistentvolumeclaim "{name}"'
-        return f'persistentvolumeclaim "{name}" not found'
+        return claim_not_found(name)
     if claim.phase == CLAIM_LOST:
         return f'persistentvolumeclaim "{name}" bound to non-existent persistentvolume "{claim.volume_name}"'
     if claim.deleting:

@@ -49,6 +49,7 @@ from koordpy.framework.interfaces import (
     Scores,
 )
 from koordpy.framework.status import SKIP, Status, error, unresolvable
+from koordpy.plugins._volumes import claim_added_hint, namespace_and_name
 from koordpy.plugins.storagecatalog import (
     CSI_DRIVER,
     CSI_NODE,
@@ -134,16 +135,6 @@ def _inline_csi_drivers(pod: Pod) -> frozenset[str]:
     return frozenset(out)
 
 
-def _name_and_namespace(obj: Mapping[str, Any] | None) -> tuple[str, str]:
-    meta = obj.get("metadata") if obj is not None else None
-    if not isinstance(meta, Mapping):
-        return "", ""
-    name, namespace = meta.get("name"), meta.get("namespace")
-    return (name if isinstance(name, str) else ""), (
-        namespace if isinstance(namespace, str) and namespace else "default"
-    )
-
-
 def _volume_limit(obj: Mapping[str, Any]) -> int | None:
     capacity = CSIStorageCapacity.from_dict(obj)
     return capacity.maximum_volume_size if capacity.maximum_volume_size is not None else capacity.capacity
@@ -197,11 +188,9 @@ class VolumeBinding(
     def after_claim_change(
         self, pod: Pod, old: Mapping[str, Any] | None, new: Mapping[str, Any] | None
     ) -> QueueingHint:
-        """A claim of the pod's (same namespace, one of its claim names) was added or changed."""
-        name, namespace = _name_and_namespace(new)
-        if namespace == pod.namespace and name in pod.claim_names:
-            return QueueingHint.QUEUE
-        return QueueingHint.QUEUE_SKIP
+        """A claim of the pod's (same namespace, one of its claim names, ephemeral ones too) was
+        added or changed."""
+        return claim_added_hint(pod, new, ephemeral=True)
 
     def after_class_change(
         self, pod: Pod, old: Mapping[str, Any] | None, new: Mapping[str, Any] | None
@@ -236,7 +225,7 @@ class VolumeBinding(
         """A driver of the pod's inline CSI volumes stopped tracking storage capacity."""
         if old is None or new is None:
             return QueueingHint.QUEUE
-        name, _ = _name_and_namespace(new)
+        _, name = namespace_and_name(new)
         if name not in _inline_csi_drivers(pod):
             return QueueingHint.QUEUE_SKIP
         before = (old.get("spec") or {}).get("storageCapacity") is True
